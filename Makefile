@@ -1,0 +1,31 @@
+# Two commands set everything up on a fresh machine (Python 3.11+ and Java 17+ are all it needs):
+#   make demo   - create .venv, install kafkalog and its dependencies, run the demo end to end
+#   make test   - the same set-up, then the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench check-java clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "kafkalog needs Python 3.11 or newer, found " + sys.version.split()[0]'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+check-java:
+	@ci/check_java.sh
+
+demo: $(STAMP) check-java
+	$(PY) examples/demo.py
+
+test: $(STAMP) check-java
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/record_codec.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

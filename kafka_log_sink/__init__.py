@@ -1,0 +1,1 @@
+"""The Spark sink of ``kafkalog`` (writes). Not built yet: see the issue tracker."""

@@ -1,0 +1,1 @@
+"""The Spark data source ``kafkalog`` (reads). Not built yet: see the issue tracker."""

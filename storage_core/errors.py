@@ -1,0 +1,60 @@
+"""The small error hierarchy of kafkalog.
+
+Every error names where it happened (file, byte position, offset or option) so that the person
+reading a log at 3 a.m. knows which bytes to look at.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+
+class KafkaLogError(Exception):
+    """Base class of every error kafkalog raises on purpose."""
+
+
+class CorruptRecordError(KafkaLogError):
+    """Bytes that are not a valid Kafka batch or record (Kafka's CorruptRecordException and
+    InvalidRecordException). ``position`` is the byte position of the batch (or record) at fault in
+    ``source`` (a file path, or ``None`` for an in-memory buffer)."""
+
+    def __init__(self, reason: str, *, position: int | None = None,
+                 source: str | PathLike[str] | None = None, offset: int | None = None) -> None:
+        self.reason = reason
+        self.position = position
+        self.source = None if source is None else str(source)
+        self.offset = offset
+        where = []
+        if self.source is not None:
+            where.append(self.source)
+        if position is not None:
+            where.append(f"position {position}")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+
+    def located(self, *, source: str | PathLike[str] | None = None,
+                base_position: int = 0) -> "CorruptRecordError":
+        """The same error seen from a file: position shifted by where the buffer starts."""
+        pos = None if self.position is None else self.position + base_position
+        err = type(self)(self.reason, position=pos, source=source or self.source, offset=self.offset)
+        err.__cause__ = self.__cause__
+        return err
+
+
+class RecordTooLargeError(CorruptRecordError):
+    """A batch or its decompressed payload claims more bytes than the configured limit allows
+    (Kafka's RecordTooLargeException / the decompression guard). Refused before allocating."""
+
+
+class UnsupportedFormatError(KafkaLogError):
+    """A format, magic, codec or file version kafkalog does not know: refused loudly."""
+
+
+class UnknownMagicError(CorruptRecordError, UnsupportedFormatError):
+    """A batch whose magic byte is not 0, 1 or 2: corrupt data or a format newer than kafkalog.
+    Kafka reports it as corruption; catch either base."""
+
+
+class InvalidConfigError(KafkaLogError, ValueError):
+    """A configuration or option value that is not allowed; the message names the option."""

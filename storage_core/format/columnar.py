@@ -1,0 +1,618 @@
+"""The columnar codec: runs of Kafka batches <-> Arrow tables, the hot path of every read and write.
+
+Decoding walks only the batch headers and the record-length varints in Python (and skips even
+those with a vectorised check when consecutive records have the same length); every other field
+of every record is decoded at once with numpy, and keys, values and headers are gathered with a
+single Arrow ``take`` over a binary array whose offsets are the field boundaries in the buffer.
+Encoding builds each record's small varint prefix with numpy and lets one Arrow ``take`` lay
+prefixes, keys and values out in record order, so record bytes are copied by memcpy, never by
+Python.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CorruptRecordError, InvalidConfigError
+from . import legacy
+from .compression import CompressionType, compress, decompress
+from .log_input_stream import (MIN_RECORD_SIZE, BatchInfo, LogInputStream,
+                               default_max_decompressed)
+from .record_batch import (ATTRIBUTES_OFFSET, CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
+                           NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
+                           RECORD_BATCH_OVERHEAD, BatchHeader, compute_attributes, crc32c,
+                           decode_record, increment_sequence)
+from .varint import (decode_unsigned_varint, decode_varint_array, varint_sizes, write_varints,
+                     zigzag_array)
+
+HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+SCHEMA = pa.schema([
+    ("offset", pa.int64()),
+    ("timestamp", TIMESTAMP_TYPE),
+    ("timestampType", pa.int32()),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("headers", pa.list_(HEADER_TYPE)),
+    ("producerId", pa.int64()),
+    ("isTransactional", pa.bool_()),
+    ("isControl", pa.bool_()),
+])
+DEFAULT_MAX_BATCH_BYTES = 1 << 20     # stays under max.message.bytes (1048588) with the header
+_SPECULATE_AFTER = 8                  # equal-length records seen before trying a vectorised run
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRun:
+    """What ``decode_run`` found: the records, where the complete batches end, and whether a
+    trailing partial batch (a file being appended to) was left out."""
+
+    table: pa.Table
+    next_position: int
+    partial: bool
+    batches: int
+
+
+def empty_table() -> pa.Table:
+    return SCHEMA.empty_table()
+
+
+# ------------------------------------------------------------------------------- decoding
+
+def decode_batches(buf, **kwargs) -> pa.Table:
+    """Decode any run of batches (bytes, memoryview or mmap; any magic, any codec) into one
+    table in ``SCHEMA``. See ``decode_run`` for options and for the partial-batch position."""
+    return decode_run(buf, **kwargs).table
+
+
+def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
+               max_batch_size: int | None = None, max_decompressed: int | None = None,
+               source: str | None = None) -> DecodedRun:
+    """Decode the complete batches of ``buf[start:end]``.
+
+    ``max_decompressed`` bounds every batch's uncompressed size (default 128 x
+    max.message.bytes); ``source`` names the file in errors, whose positions are absolute."""
+    limit = max_decompressed or default_max_decompressed()
+    stream = LogInputStream(buf, start, end, max_batch_size=max_batch_size, verify=verify_crc,
+                            source=source)
+    parts: list[pa.Table] = []
+    v2: list[BatchInfo] = []
+    old: list[BatchInfo] = []
+    batches = 0
+    for info in stream:
+        batches += 1
+        if info.magic == 2:
+            if old:
+                parts.append(_decode_legacy(old, limit, source))
+                old = []
+            v2.append(info)
+        else:
+            if v2:
+                parts.append(_decode_v2(buf, v2, limit, source))
+                v2 = []
+            old.append(info)
+    if v2:
+        parts.append(_decode_v2(buf, v2, limit, source))
+    if old:
+        parts.append(_decode_legacy(old, limit, source))
+    if not parts:
+        table = empty_table()
+    elif len(parts) == 1:
+        table = parts[0]
+    else:
+        table = pa.concat_tables(parts)
+    return DecodedRun(table, stream.position, stream.partial, batches)
+
+
+def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
+    # Legacy data is read-only history, decoded per message; v2 is the hot path.
+    recs = []
+    for info in entries:
+        try:
+            recs.extend(legacy.deep_records(info.entry, max_decompressed=limit))
+        except CorruptRecordError as e:
+            raise e.located(source=source) from e.__cause__
+    n = len(recs)
+    return pa.table([
+        pa.array([r.offset for r in recs], pa.int64()),
+        pa.array([r.timestamp for r in recs], pa.int64()).cast(TIMESTAMP_TYPE),
+        pa.array([r.timestamp_type for r in recs], pa.int32()),
+        pa.array([r.key for r in recs], pa.binary()),
+        pa.array([r.value for r in recs], pa.binary()),
+        pa.array([[] for _ in range(n)], pa.list_(HEADER_TYPE)),
+        pa.array(np.full(n, -1, np.int64)),
+        pa.array(np.zeros(n, bool)),
+        pa.array(np.zeros(n, bool)),
+    ], schema=SCHEMA)
+
+
+def _corrupt(reason: str, info: BatchInfo, source: str | None) -> CorruptRecordError:
+    return CorruptRecordError(reason, position=info.position, source=source,
+                              offset=info.header.base_offset)
+
+
+class _Walker:
+    """Finds where each record starts by walking the length varints.
+
+    The walk is inherently sequential. When a run of records shares one length (common: fixed
+    schemas, keys of one width) it checks a whole stride of candidate starts with numpy and
+    jumps over the run; otherwise it steps in Python."""
+
+    def __init__(self, buf, arr: np.ndarray) -> None:
+        self.buf = buf
+        self.arr = arr
+        self.chunks: list[np.ndarray] = []        # (k, 3) int64: start, varint size, length
+        self.rows: list[tuple[int, int, int]] = []
+
+    def _flush(self) -> None:
+        if self.rows:
+            self.chunks.append(np.array(self.rows, np.int64).reshape(-1, 3))
+            self.rows = []
+
+    def walk(self, pos: int, end: int, count: int, info: BatchInfo, source: str | None) -> None:
+        buf, arr, rows = self.buf, self.arr, self.rows
+        i = 0
+        run_u = -1
+        run = 0
+        window = 64
+        while i < count:
+            if pos >= end:
+                raise _corrupt(f"Got premature EOF after {i} of {count} records", info, source)
+            b = buf[pos]
+            if b < 0x80:
+                u, sz = b, 1
+            else:
+                try:
+                    u, nxt = decode_unsigned_varint(buf, pos, max_bytes=5, limit=end)
+                except CorruptRecordError as e:
+                    raise _corrupt(f"record {i}: {e.reason}", info, source) from None
+                u &= 0xFFFFFFFF
+                sz = nxt - pos
+            length = (u >> 1) ^ -(u & 1)
+            if length < 6 or pos + sz + length > end:
+                raise _corrupt(f"record {i}: invalid record size {length} with {end - pos - sz} "
+                               f"bytes remaining in the batch", info, source)
+            rows.append((pos, sz, length))
+            i += 1
+            pos += sz + length
+            if u == run_u:
+                run += 1
+            else:
+                run_u, run = u, 1
+            if run >= _SPECULATE_AFTER and i < count:
+                stride = sz + length
+                k = min(count - i, (end - pos) // stride, window)
+                if k >= 16:
+                    cand = pos + stride * np.arange(k, dtype=np.int64)
+                    first = pos - stride
+                    ok = arr[cand] == arr[first]
+                    for j in range(1, sz):
+                        ok &= arr[cand + j] == arr[first + j]
+                    m = k if ok.all() else int(ok.argmin())
+                    if m:
+                        self._flush()
+                        rows = self.rows
+                        self.chunks.append(np.stack(
+                            [cand[:m], np.full(m, sz, np.int64), np.full(m, length, np.int64)], axis=1))
+                        i += m
+                        pos += stride * m
+                    if m == k:
+                        window = min(window * 4, 1 << 16)
+                    else:
+                        window, run = 64, 0
+        if pos != end:
+            raise _corrupt("Incorrect declared batch size, records still remaining", info, source)
+
+    def result(self) -> np.ndarray:
+        self._flush()
+        if not self.chunks:
+            return np.zeros((0, 3), np.int64)
+        return np.concatenate(self.chunks)
+
+
+def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
+    headers = [i.header for i in infos]
+    counts = np.array([h.records_count for h in headers], np.int64)
+    if any(h.compression for h in headers):
+        # One contiguous buffer of every batch's uncompressed records.
+        mv = memoryview(buf)
+        pieces, ranges, at = [], [], 0
+        for info, h in zip(infos, headers):
+            lo, hi = info.position + RECORD_BATCH_OVERHEAD, info.position + info.size
+            if h.compression:
+                try:
+                    piece = decompress(h.compression, mv[lo:hi], magic=2, max_size=limit)
+                except CorruptRecordError as e:
+                    raise _corrupt(f"compressed batch: {e.reason}", info, source) from e
+            else:
+                piece = mv[lo:hi]
+            pieces.append(piece)
+            ranges.append((at, at + len(piece)))
+            at += len(piece)
+        data = b"".join(pieces)
+    else:
+        data = buf
+        ranges = [(i.position + RECORD_BATCH_OVERHEAD, i.position + i.size) for i in infos]
+    arr = np.frombuffer(data, np.uint8)
+    walker = _Walker(data, arr)
+    for info, h, (lo, hi) in zip(infos, headers, ranges):
+        if h.records_count < 0 or h.records_count * MIN_RECORD_SIZE > hi - lo:
+            raise _corrupt(f"Batch claims {h.records_count} records in {hi - lo} bytes of records",
+                           info, source)
+        walker.walk(lo, hi, h.records_count, info, source)
+    rec = walker.result()
+    n = rec.shape[0]
+    starts, vsz, lens = rec[:, 0], rec[:, 1], rec[:, 2]
+    body = starts + vsz
+    body_end = body + lens
+
+    ts_delta, s1, bad = decode_varint_array(arr, body + 1, long=True)
+    p = body + 1 + s1
+    off_delta, s2, b2 = decode_varint_array(arr, p)
+    p += s2
+    klen, s3, b3 = decode_varint_array(arr, p)
+    kstart = p + s3
+    p = kstart + np.maximum(klen, 0)
+    vlen, s4, b4 = decode_varint_array(arr, p)
+    vstart = p + s4
+    p = vstart + np.maximum(vlen, 0)
+    hcount, s5, b5 = decode_varint_array(arr, p)
+    p += s5
+    bad |= b2 | b3 | b4 | b5
+    bad |= (klen < -1) | (vlen < -1) | (hcount < 0) | (hcount > body_end - p) | (p > body_end)
+    bad |= (kstart > body_end) | (vstart > body_end)
+    has_headers = hcount > 0
+    heads = None
+    if has_headers.any() and not bad.any():
+        heads, p, hbad = _decode_headers(arr, p, hcount, body_end)
+        bad |= hbad
+    bad |= p != body_end
+    if bad.any():
+        _raise_first_bad(data, int(np.argmax(bad)), counts, infos, headers, ranges, source)
+
+    batch_of = np.repeat(np.arange(len(infos)), counts)
+    base_offset = np.array([h.base_offset for h in headers], np.int64)
+    base_ts = np.array([h.base_timestamp for h in headers], np.int64)
+    max_ts = np.array([h.max_timestamp for h in headers], np.int64)
+    lat = np.array([h.timestamp_type == LOG_APPEND_TIME for h in headers])
+    pid = np.array([h.producer_id for h in headers], np.int64)
+    txn = np.array([h.is_transactional for h in headers])
+    ctrl = np.array([h.is_control for h in headers])
+
+    rec_lat = lat[batch_of]
+    timestamps = np.where(rec_lat, max_ts[batch_of], base_ts[batch_of] + ts_delta)
+    offsets = base_offset[batch_of] + off_delta
+    keys, values = _gather_pairs(data, kstart, klen, vstart, vlen)
+    if heads is None:
+        header_col = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)),
+                                              pa.array([], HEADER_TYPE))
+    else:
+        header_col = _headers_column(data, n, hcount, heads)
+    return pa.Table.from_arrays([
+        pa.array(offsets),
+        pa.array(timestamps).cast(TIMESTAMP_TYPE),
+        pa.array(rec_lat.astype(np.int32)),
+        keys,
+        values,
+        header_col,
+        pa.array(pid[batch_of]),
+        pa.array(txn[batch_of]),
+        pa.array(ctrl[batch_of]),
+    ], schema=SCHEMA)
+
+
+def _decode_headers(arr, p, hcount, body_end):
+    """Decode the headers of every record at once, one header index per step."""
+    n = p.shape[0]
+    bad = np.zeros(n, bool)
+    sel = np.flatnonzero(hcount > 0)
+    cur = p[sel].copy()
+    limit_end = body_end[sel]
+    cnt = hcount[sel]
+    ks, kl, vs, vl, owner, order = [], [], [], [], [], []
+    for h in range(int(cnt.max())):
+        live = np.flatnonzero(cnt > h)
+        c = cur[live]
+        kln, s1, b1 = decode_varint_array(arr, c)
+        kst = c + s1
+        c = kst + np.maximum(kln, 0)
+        vln, s2, b2 = decode_varint_array(arr, c)
+        vst = c + s2
+        c = vst + np.maximum(vln, 0)
+        hb = b1 | b2 | (kln < 0) | (vln < -1) | (c > limit_end[live])
+        if hb.any():
+            bad[sel[live[hb]]] = True
+            c = np.where(hb, limit_end[live], c)
+        cur[live] = c
+        ks.append(kst)
+        kl.append(kln)
+        vs.append(vst)
+        vl.append(vln)
+        owner.append(sel[live])
+        order.append(np.full(live.shape[0], h))
+    p = p.copy()
+    p[sel] = cur
+    if bad.any():
+        return None, p, bad
+    owner_a = np.concatenate(owner)
+    idx = np.lexsort((np.concatenate(order), owner_a))
+    ks_a, kl_a = np.concatenate(ks)[idx], np.concatenate(kl)[idx]
+    vs_a, vl_a = np.concatenate(vs)[idx], np.concatenate(vl)[idx]
+    return (ks_a, kl_a, vs_a, vl_a), p, bad
+
+
+def _raise_first_bad(data, i, counts, infos, headers, ranges, source):
+    """Re-decode the first bad record with the scalar decoder for Kafka's precise reason."""
+    b = int(np.searchsorted(np.cumsum(counts), i, side="right"))
+    info, header, (lo, hi) = infos[b], headers[b], ranges[b]
+    index = i - int(np.sum(counts[:b]))
+    pos = lo
+    reason = "record fields do not add up to the record size"
+    try:
+        for j in range(index + 1):
+            _, pos = decode_record(data, pos, header, limit=hi)
+    except CorruptRecordError as e:
+        reason = e.reason
+    raise _corrupt(f"record {index}: {reason}", info, source)
+
+
+def _super_array(data, bounds: np.ndarray) -> pa.Array:
+    """A binary array over ``data`` whose element boundaries are ``bounds`` (non-decreasing)."""
+    size = len(data)
+    big = size > 2**31 - 1
+    typ = pa.large_binary() if big else pa.binary()
+    offs = bounds.astype(np.int64 if big else np.int32)
+    return pa.Array.from_buffers(typ, offs.shape[0] - 1,
+                                 [None, pa.py_buffer(offs), pa.py_buffer(data)])
+
+
+def _gather_pairs(data, a_start, a_len, b_start, b_len) -> tuple[pa.Array, pa.Array]:
+    """Gather two interleaved families of byte ranges (key/value, or header key/value) with one
+    ``take`` each; a length of -1 is null."""
+    n = a_start.shape[0]
+    if n == 0:
+        return pa.array([], pa.binary()), pa.array([], pa.binary())
+    bounds = np.empty(4 * n, np.int64)
+    bounds[0::4] = a_start
+    bounds[1::4] = a_start + np.maximum(a_len, 0)
+    bounds[2::4] = b_start
+    bounds[3::4] = b_start + np.maximum(b_len, 0)
+    sup = _super_array(data, bounds)
+    idx = np.arange(0, 4 * n, 4, dtype=np.int64)
+    a = sup.take(pa.array(idx, mask=a_len < 0))
+    b = sup.take(pa.array(idx + 2, mask=b_len < 0))
+    if a.type != pa.binary():
+        a, b = a.cast(pa.binary()), b.cast(pa.binary())
+    return a, b
+
+
+def _headers_column(data, n, hcount, heads) -> pa.Array:
+    ks, kl, vs, vl = heads
+    hk, hv = _gather_pairs(data, ks, kl, vs, vl)
+    try:
+        hk = hk.cast(pa.string())
+    except pa.ArrowInvalid:
+        # Kafka decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so do we.
+        hk = pa.array([None if x is None else x.decode("utf-8", "replace") for x in hk.to_pylist()],
+                      pa.string())
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.maximum(hcount, 0), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE)))
+
+
+# ------------------------------------------------------------------------------- encoding
+
+def _binary_column(table: pa.Table, name: str, *, required: bool) -> pa.Array | None:
+    if name not in table.column_names:
+        if required:
+            raise InvalidConfigError(f"column '{name}' is required to encode records")
+        return None
+    col = table.column(name).combine_chunks() if isinstance(table, pa.Table) else table.column(name)
+    if pa.types.is_null(col.type):
+        return pa.nulls(len(col), pa.large_binary())
+    if not (pa.types.is_binary(col.type) or pa.types.is_string(col.type)
+            or pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)):
+        raise InvalidConfigError(f"column '{name}' must be binary or string, not {col.type}")
+    return col.cast(pa.large_binary())
+
+
+def _lengths(col: pa.Array | None, n: int) -> np.ndarray:
+    if col is None:
+        return np.full(n, -1, np.int64)
+    lens = pc.binary_length(col).fill_null(-1)
+    return lens.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _timestamps(table: pa.Table, n: int, now_ms: int) -> np.ndarray:
+    if "timestamp" not in table.column_names:
+        return np.full(n, now_ms, np.int64)
+    col = table.column("timestamp")
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
+    elif not pa.types.is_integer(col.type):
+        raise InvalidConfigError(f"column 'timestamp' must be a timestamp or int64 milliseconds, not {col.type}")
+    return col.cast(pa.int64()).fill_null(now_ms).to_numpy(zero_copy_only=False)
+
+
+def _pieces_from_numpy(buf: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    offs = np.zeros(sizes.shape[0] + 1, np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    return pa.Array.from_buffers(pa.large_binary(), sizes.shape[0],
+                                 [None, pa.py_buffer(offs), pa.py_buffer(buf)])
+
+
+def _varint_pieces(fields: list[tuple[np.ndarray, bool]], extra_zero_byte_after: int | None = None
+                   ) -> tuple[pa.Array, np.ndarray]:
+    """Per record, the concatenation of several zig-zag varints (``(values, is_long)``), and
+    optionally a 0 byte after field number ``extra_zero_byte_after`` (the record attributes)."""
+    n = fields[0][0].shape[0]
+    zz = [zigzag_array(v, 64 if is_long else 32) for v, is_long in fields]
+    sz = [varint_sizes(z) for z in zz]
+    total = np.zeros(n, np.int64)
+    for s in sz:
+        total += s
+    if extra_zero_byte_after is not None:
+        total += 1
+    offs = np.zeros(n + 1, np.int64)
+    np.cumsum(total, out=offs[1:])
+    out = np.zeros(int(offs[-1]), np.uint8)
+    at = offs[:-1].copy()
+    for j, (z, s) in enumerate(zip(zz, sz)):
+        write_varints(out, at, z, s)
+        at += s
+        if extra_zero_byte_after == j:
+            at += 1           # attributes byte stays 0
+    return _pieces_from_numpy(out, total), total
+
+
+def _header_blobs(table: pa.Table, n: int) -> tuple[np.ndarray, pa.Array | None]:
+    """Per record: header count, and the encoded header bytes (varint lengths + key + value)."""
+    if "headers" not in table.column_names:
+        return np.zeros(n, np.int64), None
+    col = table.column("headers")
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_null(col.type):
+        return np.zeros(n, np.int64), None
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+        raise InvalidConfigError(f"column 'headers' must be a list of struct<key, value>, not {col.type}")
+    counts = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if counts.sum() == 0:
+        return counts, None
+    flat = pc.list_flatten(col)
+    hk = flat.field("key")
+    hv = flat.field("value")
+    if hk.null_count:
+        raise InvalidConfigError("column 'headers': a header key is null (Kafka requires a key)")
+    hk = hk.cast(pa.large_binary())
+    hv = hv.cast(pa.large_binary())
+    m = len(flat)
+    kl = _lengths(hk, m)
+    vl = _lengths(hv, m)
+    kpre, _ = _varint_pieces([(kl, False)])
+    vpre, _ = _varint_pieces([(vl, False)])
+    allp = pa.concat_arrays([kpre, hk.fill_null(b""), vpre, hv.fill_null(b"")])
+    idx = (np.arange(m, dtype=np.int64)[:, None] + np.arange(4, dtype=np.int64)[None, :] * m).ravel()
+    laid = allp.take(pa.array(idx))
+    # per-header sizes, summed per record, give the record boundaries in laid's data buffer
+    loffs = np.frombuffer(laid.buffers()[1], np.int64, len(laid) + 1, laid.offset * 8)
+    hsize = loffs[4::4] - loffs[0:-1:4]
+    rec_size = np.zeros(n, np.int64)
+    owners = np.repeat(np.arange(n), counts)
+    np.add.at(rec_size, owners, hsize)
+    roffs = np.zeros(n + 1, np.int64)
+    np.cumsum(rec_size, out=roffs[1:])
+    roffs += loffs[0]
+    blobs = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(roffs), laid.buffers()[2]])
+    return counts, blobs
+
+
+def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int = "none",
+                   base_offset: int = 0, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                   producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                   transactional: bool = False, timestamp_type: int = CREATE_TIME,
+                   log_append_time: int | None = None,
+                   partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                   compression_level: int | None = None, now_ms: int | None = None) -> bytes:
+    """Encode Arrow columns ``value`` (required), ``key``, ``timestamp`` and ``headers`` into v2
+    record batches of at most ``max_batch_bytes`` (a single larger record gets a batch of its
+    own, as a producer does), offsets from ``base_offset``. Missing timestamps are "now"."""
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    codec = (CompressionType.from_name(compression) if isinstance(compression, str)
+             else CompressionType.from_id(int(compression)))
+    if transactional and producer_id < 0:
+        raise InvalidConfigError(f"Cannot write transactional messages without a valid producer ID ({producer_id})")
+    if producer_id >= 0 and (producer_epoch < 0 or base_sequence < 0):
+        raise InvalidConfigError(
+            f"an idempotent batch needs producer_epoch >= 0 and base_sequence >= 0 "
+            f"(got {producer_epoch}, {base_sequence})")
+    if timestamp_type == LOG_APPEND_TIME and log_append_time is None:
+        raise InvalidConfigError("timestamp_type LogAppendTime needs log_append_time")
+    if max_batch_bytes < RECORD_BATCH_OVERHEAD + MIN_RECORD_SIZE:
+        raise InvalidConfigError(f"max_batch_bytes {max_batch_bytes} is too small for a batch")
+    n = table.num_rows
+    if n == 0:
+        return b""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    value = _binary_column(table, "value", required=True)
+    key = _binary_column(table, "key", required=False)
+    klen = _lengths(key, n)
+    vlen = _lengths(value, n)
+    ts = _timestamps(table, n, now)
+    hcount, hblobs = _header_blobs(table, n)
+    hbytes = (np.zeros(n, np.int64) if hblobs is None
+              else pc.binary_length(hblobs).to_numpy(zero_copy_only=False).astype(np.int64))
+
+    # Split into batches with an upper bound of each record's size (the exact deltas depend on
+    # the batch), so no batch exceeds max_batch_bytes.
+    zz32 = lambda v: varint_sizes(zigzag_array(v, 32))  # noqa: E731
+    fixed = (1 + zz32(klen) + np.maximum(klen, 0) + zz32(vlen) + np.maximum(vlen, 0)
+             + zz32(hcount) + hbytes)
+    span = np.maximum(np.abs(ts - ts.min()), np.abs(ts - ts.max()))
+    bound_body = fixed + varint_sizes(zigzag_array(span, 64)) + zz32(np.arange(n))
+    bound = bound_body + zz32(bound_body)
+    cum = np.cumsum(bound)
+    firsts = []
+    i = 0
+    room = max_batch_bytes - RECORD_BATCH_OVERHEAD
+    while i < n:
+        firsts.append(i)
+        before = cum[i - 1] if i else 0
+        j = int(np.searchsorted(cum, before + room, side="right"))
+        i = max(j, i + 1)
+    first = np.array(firsts, np.int64)
+    nb = first.shape[0]
+    counts = np.diff(np.append(first, n))
+    batch_of = np.repeat(np.arange(nb), counts)
+    off_delta = np.arange(n, dtype=np.int64) - first[batch_of]
+    base_ts = ts[first]
+    ts_delta = ts - base_ts[batch_of]
+    body_len = (fixed + varint_sizes(zigzag_array(ts_delta, 64)) + zz32(off_delta))
+
+    pre, pre_size = _varint_pieces([(body_len, False), (ts_delta, True), (off_delta, False),
+                                    (klen, False)], extra_zero_byte_after=0)
+    mid, _ = _varint_pieces([(vlen, False)])
+    suf, _ = _varint_pieces([(hcount, False)])
+    pieces = [pre, key.fill_null(b"") if key is not None else pa.nulls(n, pa.large_binary()).fill_null(b""),
+              mid, value.fill_null(b""), suf]
+    if hblobs is not None:
+        pieces.append(hblobs)
+    k = len(pieces)
+    allp = pa.concat_arrays(pieces)
+    idx = (np.arange(n, dtype=np.int64)[:, None] + np.arange(k, dtype=np.int64)[None, :] * n).ravel()
+    laid = allp.take(pa.array(idx))
+    loffs = np.frombuffer(laid.buffers()[1], np.int64, len(laid) + 1, laid.offset * 8)
+    rec_bounds = loffs[::k]                        # n + 1 record boundaries in the data buffer
+    data = memoryview(laid.buffers()[2])
+
+    max_ts = np.maximum(np.maximum.reduceat(ts, first), NO_TIMESTAMP)
+    if timestamp_type == LOG_APPEND_TIME:
+        max_ts[:] = log_append_time
+    attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
+                               transactional=transactional)
+    last = np.append(first[1:], n)
+    out = []
+    for b in range(nb):
+        payload = data[int(rec_bounds[first[b]]):int(rec_bounds[last[b]])]
+        if codec:
+            payload = compress(codec, payload, magic=2, level=compression_level)
+        seq = (increment_sequence(base_sequence, int(first[b])) if base_sequence >= 0
+               else NO_SEQUENCE)
+        head = bytearray(HEADER.pack(
+            base_offset + int(first[b]), RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+            partition_leader_epoch, 2, 0, attrs, int(counts[b]) - 1, int(base_ts[b]),
+            int(max_ts[b]), producer_id, producer_epoch, seq, int(counts[b])))
+        crc = crc32c(payload, crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
+        struct.pack_into(">I", head, 17, crc)
+        out.append(head)
+        out.append(payload)
+    return b"".join(out)

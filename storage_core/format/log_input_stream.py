@@ -1,0 +1,179 @@
+"""Walking a run of batches in a buffer or file (``FileLogInputStream``, ``ByteBufferLogInputStream``).
+
+The shallow walk reads only the 17 bytes up to the magic and the batch header: it is what
+recovery and index building use. The deep walk yields every record, one Python object each, for
+tools and tests; Spark reads go through the columnar codec instead.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..errors import CorruptRecordError, UnknownMagicError
+from . import legacy
+from .record_batch import (HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+                           BatchHeader, Record, decode_record, ensure_valid)
+
+_PREFIX = struct.Struct(">qib")               # offset/baseOffset, size, (skip 4) magic
+MIN_ENTRY_SIZE = legacy.RECORD_OVERHEAD_V0     # 14: smallest legal size field of any magic
+MIN_RECORD_SIZE = 7                            # length varint + the six one-byte fields of a v2 record
+DEFAULT_MAX_MESSAGE_BYTES = 1048588            # max.message.bytes
+
+
+def default_max_decompressed(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """Largest decompressed batch accepted before refusing it as a likely decompression bomb:
+    128 x max.message.bytes (about 128 MiB by default), far above real compression ratios."""
+    return 128 * max_message_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """A batch (v2) or shallow entry (v0/v1) found at ``position``; ``size`` includes the
+    12-byte log overhead."""
+
+    position: int
+    size: int
+    magic: int
+    header: BatchHeader | None = None         # v2
+    entry: legacy.LegacyEntry | None = None   # v0/v1
+
+    @property
+    def base_offset(self) -> int:
+        """v2: the header's; legacy: the entry offset (a compressed wrapper's first inner offset
+        needs decompression, as in Kafka)."""
+        return self.header.base_offset if self.header is not None else self.entry.offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.last_offset if self.header is not None else self.entry.offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.header.max_timestamp if self.header is not None else self.entry.timestamp
+
+    @property
+    def compression(self) -> int:
+        return self.header.compression if self.header is not None else self.entry.compression
+
+
+class LogInputStream:
+    """Shallow iteration with Kafka's end-of-data rules: fewer than 18 bytes left, or a batch
+    that runs past ``end``, is the end (a file being appended to); a size field below 14 or an
+    unknown magic is corruption. After iteration, ``position`` is where unread bytes begin and
+    ``partial`` says whether bytes were left over."""
+
+    def __init__(self, buf, start: int = 0, end: int | None = None, *,
+                 max_batch_size: int | None = None, verify: bool = False,
+                 source: str | None = None) -> None:
+        self.buf = buf
+        self.position = start
+        self.end = len(buf) if end is None else min(end, len(buf))
+        self.max_batch_size = max_batch_size
+        self.verify = verify
+        self.source = source
+
+    @property
+    def partial(self) -> bool:
+        return self.position < self.end
+
+    def next_batch(self) -> BatchInfo | None:
+        pos, end, buf = self.position, self.end, self.buf
+        if pos + HEADER_SIZE_UP_TO_MAGIC >= end:
+            return None
+        offset, size = struct.unpack_from(">qi", buf, pos)
+        magic = buf[pos + 16]
+        if size < MIN_ENTRY_SIZE:
+            raise CorruptRecordError(
+                f"Found record size {size} smaller than minimum record overhead ({MIN_ENTRY_SIZE})",
+                position=pos, source=self.source)
+        if self.max_batch_size is not None and size > self.max_batch_size:
+            raise CorruptRecordError(
+                f"Found record size {size} which exceeds the largest allowable message size "
+                f"({self.max_batch_size})", position=pos, source=self.source)
+        if magic > 2 or magic < 0:
+            raise UnknownMagicError(f"Invalid magic found in record: {magic}", position=pos,
+                                    source=self.source, offset=offset)
+        if pos > end - LOG_OVERHEAD - size:
+            return None
+        total = LOG_OVERHEAD + size
+        try:
+            if magic == 2:
+                if total < RECORD_BATCH_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"Record batch is corrupt (the size {total} is smaller than the minimum "
+                        f"allowed overhead {RECORD_BATCH_OVERHEAD})", position=pos)
+                header = (ensure_valid(buf, pos, total) if self.verify
+                          else BatchHeader.parse(buf, pos))
+                info = BatchInfo(pos, total, 2, header=header)
+            else:
+                entry = legacy.parse_entry(buf, pos, verify_crc=self.verify, end=pos + total)
+                info = BatchInfo(pos, total, magic, entry=entry)
+        except CorruptRecordError as e:
+            raise e.located(source=self.source) from e.__cause__
+        self.position = pos + total
+        return info
+
+    def __iter__(self) -> Iterator[BatchInfo]:
+        while (batch := self.next_batch()) is not None:
+            yield batch
+
+
+def iter_batches(buf, start: int = 0, end: int | None = None, **kwargs) -> Iterator[BatchInfo]:
+    return iter(LogInputStream(buf, start, end, **kwargs))
+
+
+def batch_payload(buf, info: BatchInfo, *, max_decompressed: int) -> bytes | memoryview:
+    """The uncompressed record bytes of a v2 batch."""
+    from .compression import decompress
+
+    mv = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
+    if info.header.compression == 0:
+        return mv
+    return decompress(info.header.compression, mv, magic=2, max_size=max_decompressed)
+
+
+def batch_records(buf, info: BatchInfo, *, max_decompressed: int | None = None) -> list[Record]:
+    """Every record of one batch (any magic), validated: CRC, declared count, no leftovers."""
+    limit = max_decompressed or default_max_decompressed()
+    if info.magic < 2:
+        return legacy.deep_records(info.entry, max_decompressed=limit)
+    header = ensure_valid(buf, info.position, info.size)
+    payload = batch_payload(buf, info, max_decompressed=limit)
+    if header.records_count * MIN_RECORD_SIZE > len(payload):
+        raise CorruptRecordError(
+            f"Batch claims {header.records_count} records in {len(payload)} bytes of records",
+            position=info.position, offset=header.base_offset)
+    records = []
+    pos = 0
+    for i in range(header.records_count):
+        if pos >= len(payload):
+            raise CorruptRecordError(f"Got premature EOF after {i} of {header.records_count} records",
+                                     position=info.position, offset=header.base_offset)
+        try:
+            rec, pos = decode_record(payload, pos, header)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"record {i}: {e.reason}", position=info.position,
+                                     offset=header.base_offset) from e
+        records.append(rec)
+    if pos != len(payload):
+        raise CorruptRecordError("Incorrect declared batch size, records still remaining",
+                                 position=info.position, offset=header.base_offset)
+    return records
+
+
+def iter_records(buf, start: int = 0, end: int | None = None, *, source: str | None = None,
+                 max_decompressed: int | None = None) -> Iterator[tuple[BatchInfo, Record]]:
+    """The deep walk: every record of every complete batch, with the batch it came from."""
+    for info in LogInputStream(buf, start, end, verify=True, source=source):
+        try:
+            recs = batch_records(buf, info, max_decompressed=max_decompressed)
+        except CorruptRecordError as e:
+            raise e.located(source=source) from e.__cause__
+        for rec in recs:
+            yield info, rec
