@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptRecordError, InvalidConfigError
-from . import legacy
+from . import _kernels, legacy
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchInfo, LogInputStream,
                                default_max_decompressed)
@@ -28,8 +28,7 @@ from .record_batch import (ATTRIBUTES_OFFSET, CREATE_TIME, HEADER, LOG_APPEND_TI
                            NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
                            RECORD_BATCH_OVERHEAD, BatchHeader, compute_attributes, crc32c,
                            decode_record, increment_sequence)
-from .varint import (decode_unsigned_varint, decode_varint_array, varint_sizes, write_varints,
-                     zigzag_array)
+from .varint import varint_sizes, write_varints, zigzag_array
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
@@ -45,7 +44,6 @@ SCHEMA = pa.schema([
     ("isControl", pa.bool_()),
 ])
 DEFAULT_MAX_BATCH_BYTES = 1 << 20     # stays under max.message.bytes (1048588) with the header
-_SPECULATE_AFTER = 8                  # equal-length records seen before trying a vectorised run
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,85 +135,6 @@ def _corrupt(reason: str, info: BatchInfo, source: str | None) -> CorruptRecordE
                               offset=info.header.base_offset)
 
 
-class _Walker:
-    """Finds where each record starts by walking the length varints.
-
-    The walk is inherently sequential. When a run of records shares one length (common: fixed
-    schemas, keys of one width) it checks a whole stride of candidate starts with numpy and
-    jumps over the run; otherwise it steps in Python."""
-
-    def __init__(self, buf, arr: np.ndarray) -> None:
-        self.buf = buf
-        self.arr = arr
-        self.chunks: list[np.ndarray] = []        # (k, 3) int64: start, varint size, length
-        self.rows: list[tuple[int, int, int]] = []
-
-    def _flush(self) -> None:
-        if self.rows:
-            self.chunks.append(np.array(self.rows, np.int64).reshape(-1, 3))
-            self.rows = []
-
-    def walk(self, pos: int, end: int, count: int, info: BatchInfo, source: str | None) -> None:
-        buf, arr, rows = self.buf, self.arr, self.rows
-        i = 0
-        run_u = -1
-        run = 0
-        window = 64
-        while i < count:
-            if pos >= end:
-                raise _corrupt(f"Got premature EOF after {i} of {count} records", info, source)
-            b = buf[pos]
-            if b < 0x80:
-                u, sz = b, 1
-            else:
-                try:
-                    u, nxt = decode_unsigned_varint(buf, pos, max_bytes=5, limit=end)
-                except CorruptRecordError as e:
-                    raise _corrupt(f"record {i}: {e.reason}", info, source) from None
-                u &= 0xFFFFFFFF
-                sz = nxt - pos
-            length = (u >> 1) ^ -(u & 1)
-            if length < 6 or pos + sz + length > end:
-                raise _corrupt(f"record {i}: invalid record size {length} with {end - pos - sz} "
-                               f"bytes remaining in the batch", info, source)
-            rows.append((pos, sz, length))
-            i += 1
-            pos += sz + length
-            if u == run_u:
-                run += 1
-            else:
-                run_u, run = u, 1
-            if run >= _SPECULATE_AFTER and i < count:
-                stride = sz + length
-                k = min(count - i, (end - pos) // stride, window)
-                if k >= 16:
-                    cand = pos + stride * np.arange(k, dtype=np.int64)
-                    first = pos - stride
-                    ok = arr[cand] == arr[first]
-                    for j in range(1, sz):
-                        ok &= arr[cand + j] == arr[first + j]
-                    m = k if ok.all() else int(ok.argmin())
-                    if m:
-                        self._flush()
-                        rows = self.rows
-                        self.chunks.append(np.stack(
-                            [cand[:m], np.full(m, sz, np.int64), np.full(m, length, np.int64)], axis=1))
-                        i += m
-                        pos += stride * m
-                    if m == k:
-                        window = min(window * 4, 1 << 16)
-                    else:
-                        window, run = 64, 0
-        if pos != end:
-            raise _corrupt("Incorrect declared batch size, records still remaining", info, source)
-
-    def result(self) -> np.ndarray:
-        self._flush()
-        if not self.chunks:
-            return np.zeros((0, 3), np.int64)
-        return np.concatenate(self.chunks)
-
-
 def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
     headers = [i.header for i in infos]
     counts = np.array([h.records_count for h in headers], np.int64)
@@ -239,42 +158,21 @@ def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> p
     else:
         data = buf
         ranges = [(i.position + RECORD_BATCH_OVERHEAD, i.position + i.size) for i in infos]
-    arr = np.frombuffer(data, np.uint8)
-    walker = _Walker(data, arr)
     for info, h, (lo, hi) in zip(infos, headers, ranges):
+        # refuse absurd counts before allocating per-record arrays
         if h.records_count < 0 or h.records_count * MIN_RECORD_SIZE > hi - lo:
             raise _corrupt(f"Batch claims {h.records_count} records in {hi - lo} bytes of records",
                            info, source)
-        walker.walk(lo, hi, h.records_count, info, source)
-    rec = walker.result()
-    n = rec.shape[0]
-    starts, vsz, lens = rec[:, 0], rec[:, 1], rec[:, 2]
-    body = starts + vsz
-    body_end = body + lens
-
-    ts_delta, s1, bad = decode_varint_array(arr, body + 1, long=True)
-    p = body + 1 + s1
-    off_delta, s2, b2 = decode_varint_array(arr, p)
-    p += s2
-    klen, s3, b3 = decode_varint_array(arr, p)
-    kstart = p + s3
-    p = kstart + np.maximum(klen, 0)
-    vlen, s4, b4 = decode_varint_array(arr, p)
-    vstart = p + s4
-    p = vstart + np.maximum(vlen, 0)
-    hcount, s5, b5 = decode_varint_array(arr, p)
-    p += s5
-    bad |= b2 | b3 | b4 | b5
-    bad |= (klen < -1) | (vlen < -1) | (hcount < 0) | (hcount > body_end - p) | (p > body_end)
-    bad |= (kstart > body_end) | (vstart > body_end)
-    has_headers = hcount > 0
-    heads = None
-    if has_headers.any() and not bad.any():
-        heads, p, hbad = _decode_headers(arr, p, hcount, body_end)
-        bad |= hbad
-    bad |= p != body_end
-    if bad.any():
-        _raise_first_bad(data, int(np.argmax(bad)), counts, infos, headers, ranges, source)
+    arr = np.frombuffer(data, np.uint8)
+    bounds = np.array(ranges, np.int64).reshape(-1, 2)
+    n = int(counts.sum())
+    fields = np.empty((n, 7), np.int64)
+    done, b, code = _kernels.parse_records(arr, bounds[:, 0], bounds[:, 1], counts, fields)
+    if code != _kernels.OK:
+        _raise_fault(data, done, b, code, counts, infos, headers, ranges, source)
+    ts_delta, off_delta = fields[:, 0], fields[:, 1]
+    kstart, klen, vstart, vlen, hcount = (fields[:, 2], fields[:, 3], fields[:, 4], fields[:, 5],
+                                          fields[:, 6])
 
     batch_of = np.repeat(np.arange(len(infos)), counts)
     base_offset = np.array([h.base_offset for h in headers], np.int64)
@@ -286,76 +184,38 @@ def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> p
     ctrl = np.array([h.is_control for h in headers])
 
     rec_lat = lat[batch_of]
-    timestamps = np.where(rec_lat, max_ts[batch_of], base_ts[batch_of] + ts_delta)
+    if lat.any():
+        timestamps = np.where(rec_lat, max_ts[batch_of], base_ts[batch_of] + ts_delta)
+    else:
+        timestamps = base_ts[batch_of] + ts_delta
     offsets = base_offset[batch_of] + off_delta
     keys, values = _gather_pairs(data, kstart, klen, vstart, vlen)
-    if heads is None:
-        header_col = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)),
-                                              pa.array([], HEADER_TYPE))
-    else:
-        header_col = _headers_column(data, n, hcount, heads)
     return pa.Table.from_arrays([
         pa.array(offsets),
         pa.array(timestamps).cast(TIMESTAMP_TYPE),
         pa.array(rec_lat.astype(np.int32)),
         keys,
         values,
-        header_col,
+        _headers_column(data, arr, vstart, vlen, hcount),
         pa.array(pid[batch_of]),
         pa.array(txn[batch_of]),
         pa.array(ctrl[batch_of]),
     ], schema=SCHEMA)
 
 
-def _decode_headers(arr, p, hcount, body_end):
-    """Decode the headers of every record at once, one header index per step."""
-    n = p.shape[0]
-    bad = np.zeros(n, bool)
-    sel = np.flatnonzero(hcount > 0)
-    cur = p[sel].copy()
-    limit_end = body_end[sel]
-    cnt = hcount[sel]
-    ks, kl, vs, vl, owner, order = [], [], [], [], [], []
-    for h in range(int(cnt.max())):
-        live = np.flatnonzero(cnt > h)
-        c = cur[live]
-        kln, s1, b1 = decode_varint_array(arr, c)
-        kst = c + s1
-        c = kst + np.maximum(kln, 0)
-        vln, s2, b2 = decode_varint_array(arr, c)
-        vst = c + s2
-        c = vst + np.maximum(vln, 0)
-        hb = b1 | b2 | (kln < 0) | (vln < -1) | (c > limit_end[live])
-        if hb.any():
-            bad[sel[live[hb]]] = True
-            c = np.where(hb, limit_end[live], c)
-        cur[live] = c
-        ks.append(kst)
-        kl.append(kln)
-        vs.append(vst)
-        vl.append(vln)
-        owner.append(sel[live])
-        order.append(np.full(live.shape[0], h))
-    p = p.copy()
-    p[sel] = cur
-    if bad.any():
-        return None, p, bad
-    owner_a = np.concatenate(owner)
-    idx = np.lexsort((np.concatenate(order), owner_a))
-    ks_a, kl_a = np.concatenate(ks)[idx], np.concatenate(kl)[idx]
-    vs_a, vl_a = np.concatenate(vs)[idx], np.concatenate(vl)[idx]
-    return (ks_a, kl_a, vs_a, vl_a), p, bad
-
-
-def _raise_first_bad(data, i, counts, infos, headers, ranges, source):
-    """Re-decode the first bad record with the scalar decoder for Kafka's precise reason."""
-    b = int(np.searchsorted(np.cumsum(counts), i, side="right"))
+def _raise_fault(data, done, b, code, counts, infos, headers, ranges, source):
+    """Turn a kernel fault into Kafka's message: re-read the batch with the scalar decoder."""
     info, header, (lo, hi) = infos[b], headers[b], ranges[b]
-    index = i - int(np.sum(counts[:b]))
+    index = done - int(counts[:b].sum())
+    if code == _kernels.PREMATURE_EOF:
+        raise _corrupt(f"Got premature EOF after {index} of {header.records_count} records",
+                       info, source)
+    if code == _kernels.RECORDS_REMAINING:
+        raise _corrupt("Incorrect declared batch size, records still remaining", info, source)
     pos = lo
     reason = "record fields do not add up to the record size"
     try:
-        for j in range(index + 1):
+        for _ in range(index + 1):
             _, pos = decode_record(data, pos, header, limit=hi)
     except CorruptRecordError as e:
         reason = e.reason
@@ -392,18 +252,24 @@ def _gather_pairs(data, a_start, a_len, b_start, b_len) -> tuple[pa.Array, pa.Ar
     return a, b
 
 
-def _headers_column(data, n, hcount, heads) -> pa.Array:
-    ks, kl, vs, vl = heads
-    hk, hv = _gather_pairs(data, ks, kl, vs, vl)
+def _headers_column(data, arr, vstart, vlen, hcount) -> pa.Array:
+    n = hcount.shape[0]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(hcount, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array([], HEADER_TYPE))
+    spans = np.empty((total, 4), np.int64)
+    _kernels.parse_headers(arr, vstart, vlen, hcount, spans)
+    hk, hv = _gather_pairs(data, spans[:, 0], spans[:, 1], spans[:, 2], spans[:, 3])
     try:
         hk = hk.cast(pa.string())
     except pa.ArrowInvalid:
         # Kafka decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so do we.
         hk = pa.array([None if x is None else x.decode("utf-8", "replace") for x in hk.to_pylist()],
                       pa.string())
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(np.maximum(hcount, 0), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE)))
+    return pa.ListArray.from_arrays(pa.array(offsets),
+                                    pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE)))
 
 
 # ------------------------------------------------------------------------------- encoding

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+
 import cramjam
 import lz4.block
 import lz4.frame
@@ -230,7 +231,7 @@ def _snappy_compress(view: memoryview) -> bytes:
     compress_raw = cramjam.snappy.compress_raw
     pack = _INT32_BE.pack
     for start in range(0, len(view), _XERIAL_BLOCK_SIZE):
-        block = compress_raw(view[start:start + _XERIAL_BLOCK_SIZE])
+        block = memoryview(compress_raw(view[start:start + _XERIAL_BLOCK_SIZE]))
         parts.append(pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -404,7 +405,8 @@ def _lz4_checked_block(bd: int, frame_block: memoryview) -> bytes:
     try:
         return lz4.frame.decompress(b"".join((header, frame_block, _LZ4_END_MARK)))
     except RuntimeError as exc:
-        raise _corrupt(CompressionType.LZ4, f"block checksum mismatch or corrupt block: {exc}")
+        raise _corrupt(CompressionType.LZ4,
+                       f"block checksum mismatch or corrupt block: {exc}") from exc
 
 
 def _lz4_decompress(view: memoryview, max_size: int, magic: int) -> bytes:

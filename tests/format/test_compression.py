@@ -168,6 +168,13 @@ def test_round_trip_buffer_types(codec: CompressionType, magic: int) -> None:
         assert decompress(int(codec), form, magic=magic, max_size=len(data)) == data
     assert decompress(codec, compress(codec, memoryview(data)[5:], magic=magic), magic=magic,
                       max_size=BIG) == data[5:]
+    # Signed-byte and strided views are read as the bytes they show.
+    signed = memoryview(bytearray(packed)).cast("b")
+    assert decompress(codec, signed, magic=magic, max_size=len(data)) == data
+    strided = memoryview(bytes(b for x in packed for b in (x, 0)))[::2]
+    assert decompress(codec, strided, magic=magic, max_size=len(data)) == data
+    assert compress(codec, memoryview(data + data)[::2], magic=magic) == compress(
+        codec, (data + data)[::2], magic=magic)
 
 
 @pytest.mark.parametrize(("codec", "level"), [
