@@ -69,7 +69,8 @@ KAFKALITE = "kafkalite/tests/test-data"
 KPY = "kafka-python/derived"
 RUST = "kafka-rust"
 CONTROL_BIN = f"{KPY}/control_batch_data_v2.bin"
-RUST_BAD = f"{RUST}/derived/fetch2.mytopic.nocompression.invalid_crc.kafka.0900.my-topic-0.messageset.log"
+RUST_BAD = (f"{RUST}/derived/"
+            "fetch2.mytopic.nocompression.invalid_crc.kafka.0900.my-topic-0.messageset.log")
 RUST_GOOD = f"{RUST}/derived/fetch2.mytopic.nocompression.kafka.0900.my-topic-0.messageset.log"
 
 IDX_DTYPE = np.dtype([("rel", ">i4"), ("pos", ">i4")])     # .index: relative offset, position
@@ -582,7 +583,8 @@ def test_kafkalite_hamlet_is_the_same_text_in_every_codec():
     tables = [table(f"{KAFKALITE}/fs-data/{t}/00000000000000000000.log")
               for t in KAFKALITE_TOPICS[:3]]
     for t in tables[1:]:
-        assert t.select(["offset", "key", "value"]).equals(tables[0].select(["offset", "key", "value"]))
+        cols = ["offset", "key", "value"]
+        assert t.select(cols).equals(tables[0].select(cols))
 
 
 def test_kafkalite_numbers_values_follow_the_golden_pattern():
@@ -638,8 +640,8 @@ def test_pinterest_timeindex_test_totals():
     assert (ts.min(), ts.max()) == (1753819116820, 1753819281929)
 
 
-@pytest.mark.parametrize("rel", _pin_logs(CONSUMER_DIR) + _pin_logs(f"{UPLOADER_DIR}/test_topic_b-0"),
-                         ids=rel_id)
+@pytest.mark.parametrize(
+    "rel", _pin_logs(CONSUMER_DIR) + _pin_logs(f"{UPLOADER_DIR}/test_topic_b-0"), ids=rel_id)
 def test_pinterest_val_offset_contents(rel):
     t = table(rel)
     _assert_key_value_from_offset(t, b"val-")
@@ -837,7 +839,8 @@ def test_time_index_entries_match_the_log(base, rel):
     for T, O in zip(tt.tolist(), to.tolist()):
         k = int(np.searchsorted(offs, O))
         assert offs[k] == O, f"{rel}: time index offset {O} is not in the log"
-        assert running_max[k] == T, f"{rel}: ({T}, {O}) but max timestamp up to {O} is {running_max[k]}"
+        assert running_max[k] == T, \
+            f"{rel}: ({T}, {O}) but the max timestamp up to {O} is {running_max[k]}"
         assert ts[k] == T or batch_max.get(O) == T
     assert tt[-1] == ts.max()
 
