@@ -50,7 +50,7 @@ def _varint(arr, pos, end, max_bytes):
 def parse_records(arr, lo, hi, counts, out):
     """Walk every record of every batch. ``out`` is ``(sum(counts), 7)`` int64 and receives per
     record: timestamp delta, offset delta, key start, key length, value start, value length,
-    header count (lengths -1 for null). Returns ``(records done, batch, reason code)``."""
+    header count (a negative length is null, as in ``DefaultRecord.readFrom``). Returns ``(records done, batch, reason code)``."""
     r = 0
     for b in range(lo.shape[0]):
         pos = lo[b]
@@ -70,7 +70,7 @@ def parse_records(arr, lo, hi, counts, out):
             if p < 0:
                 return r, b, BAD_FIELD
             kl, p = _varint(arr, p, rend, 5)
-            if p < 0 or kl < -1:
+            if p < 0:
                 return r, b, BAD_FIELD
             ks = p
             if kl > 0:
@@ -78,7 +78,7 @@ def parse_records(arr, lo, hi, counts, out):
                 if p > rend:
                     return r, b, BAD_FIELD
             vl, p = _varint(arr, p, rend, 5)
-            if p < 0 or vl < -1:
+            if p < 0:
                 return r, b, BAD_FIELD
             vs = p
             if vl > 0:
@@ -94,7 +94,7 @@ def parse_records(arr, lo, hi, counts, out):
                     return r, b, BAD_HEADERS
                 p += hk
                 hv, p = _varint(arr, p, rend, 5)
-                if p < 0 or hv < -1:
+                if p < 0:
                     return r, b, BAD_HEADERS
                 if hv > 0:
                     p += hv

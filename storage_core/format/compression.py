@@ -382,6 +382,15 @@ def _lz4_compress(view: memoryview, level: int, magic: int) -> bytes:
     options: dict[str, object] = {}
     if level != _LZ4_DEFAULT_LEVEL:
         options = {"mode": "high_compression", "compression": min(level, 12)}
+    else:
+        # liblz4's frame compressor with independent 64 KiB blocks and no checksums writes
+        # exactly Kafka's frame, and its blocks are byte-identical to lz4-java's fastCompressor
+        # (lz4.block.compress's are valid but differ), so Kafka's golden CRCs hold.
+        frame = lz4.frame.compress(view, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                   block_linked=False, content_checksum=False,
+                                   block_checksum=False, store_size=False, compression_level=0)
+        if frame[:7] == _LZ4_HEADER:
+            return (_LZ4_HEADER_V0 + frame[7:]) if magic == 0 else frame
     parts: list[Bytes] = [_LZ4_HEADER_V0 if magic == 0 else _LZ4_HEADER]
     pack = _UINT32_LE.pack
     for start in range(0, len(view), _LZ4_BLOCK_SIZE):

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from ..errors import CorruptRecordError, UnsupportedFormatError
+from ..errors import CorruptRecordError, UnknownMagicError
 from .record_batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE, Record
 
 RECORD_OVERHEAD_V0 = 14
@@ -64,7 +64,8 @@ def parse_entry(buf, pos: int, *, verify_crc: bool = True, end: int | None = Non
         raise CorruptRecordError("legacy message truncated", position=pos)
     offset, size, crc, magic, attrs = _PREFIX.unpack_from(buf, pos)
     if magic not in (0, 1):
-        raise UnsupportedFormatError(f"unknown legacy magic {magic} at position {pos}")
+        # the magic byte is CRC-covered: a bad one is corruption as much as a newer format
+        raise UnknownMagicError(f"Invalid magic found in record: {magic}", position=pos, offset=offset)
     minimum = RECORD_OVERHEAD_V0 if magic == 0 else RECORD_OVERHEAD_V1
     if size < minimum:
         raise CorruptRecordError(f"Record size {size} is less than the minimum record overhead ({minimum})",

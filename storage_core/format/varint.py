@@ -1,7 +1,7 @@
 """Kafka's variable-length integers (``ByteUtils``): unsigned LEB128 and zig-zag varint/varlong.
 
-Scalar functions serve headers and tools; the ``*_array`` functions decode or encode a whole
-column of varints at once with numpy and are what the columnar codec uses.
+Scalar functions serve headers, tools and tests; the array functions encode a whole column of
+varints at once with numpy for the columnar encoder (decoding is in ``_kernels``).
 """
 
 from __future__ import annotations
@@ -98,59 +98,6 @@ def decode_varlong(buf, pos: int = 0, *, limit: int | None = None) -> tuple[int,
 
 # ---------------------------------------------------------------------------------------------
 # Columnar forms
-
-_SHIFTS = (7 * np.arange(10, dtype=np.uint64)).astype(np.uint64)
-
-
-def decode_varint_array(buf: np.ndarray, pos: np.ndarray, *, long: bool = False
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Decode one zig-zag varint (or varlong) at each position of ``pos`` in the uint8 array
-    ``buf``. Returns ``(values int64, sizes int64, bad bool)``; ``bad`` marks varints that are
-    longer than Java allows. Positions past the end read the last byte: callers bound-check the
-    returned sizes against their record limits, so nothing outside ``buf`` is ever read."""
-    n = pos.shape[0]
-    if n == 0:
-        z = np.zeros(0, np.int64)
-        return z, z.copy(), np.zeros(0, bool)
-    last = buf.shape[0] - 1
-    p = np.minimum(pos, last)
-    b0 = buf[p]
-    multi = b0 >= 0x80
-    if not multi.any():                      # the common case: every value in one byte
-        u = b0.astype(np.int64)
-        return (u >> 1) ^ -(u & 1), np.ones(n, np.int64), np.zeros(n, bool)
-    values = b0.astype(np.int64)
-    sizes = np.ones(n, np.int64)
-    bad = np.zeros(n, bool)
-    sel = np.flatnonzero(multi)
-    q = np.minimum(pos[sel] + 1, last)
-    b1 = buf[q]
-    two = b1 < 0x80
-    values[sel] = (values[sel] & 0x7F) | (b1.astype(np.int64) << 7)
-    sizes[sel] = 2
-    if not two.all():
-        rest = sel[~two]
-        width = 10 if long else 5
-        idx = pos[rest, None] + np.arange(width)
-        np.minimum(idx, last, out=idx)
-        raw = buf[idx]
-        term = raw < 0x80
-        has_term = term.any(axis=1)
-        sz = term.argmax(axis=1) + 1
-        sz[~has_term] = width
-        keep = np.arange(width)[None, :] < sz[:, None]
-        groups = (raw & 0x7F).astype(np.uint64) << _SHIFTS[:width]
-        u = np.bitwise_or.reduce(np.where(keep, groups, np.uint64(0)), axis=1)
-        if not long:
-            u &= np.uint64(0xFFFFFFFF)
-        values[rest] = u.view(np.int64)
-        sizes[rest] = sz
-        bad[rest] = ~has_term
-    # zig-zag decode: (u >>> 1) ^ -(u & 1), on the unsigned bit pattern
-    u = values.view(np.uint64)
-    values = (u >> np.uint64(1)).view(np.int64) ^ -(values & 1)
-    return values, sizes, bad
-
 
 _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from storage_core.errors import CorruptRecordError
 from storage_core.format.varint import (decode_unsigned_varint, decode_varint,
-                                        decode_varint_array, decode_varlong,
+                                        decode_varlong,
                                         encode_unsigned_varint, encode_unsigned_varint32,
                                         encode_varint, encode_varlong, size_of_unsigned_varint,
                                         size_of_varint, size_of_varlong, varint_sizes,
@@ -125,6 +125,32 @@ def test_varint_with_sixth_byte_is_rejected():
     assert decode_varint(hx("FF FF FF FF 0F"), 0) == (INT_MIN, 5)
 
 
+def test_fifth_byte_bits_above_32_are_dropped():
+    """[ByteUtilsTest.testVarintSerde] Java's readVarint shifts the 5th byte left by 28 into an
+    int, so only its low 4 bits count: FF FF FF FF 7F reads like FF FF FF FF 0F (Int.MIN), and
+    82 80 80 80 70 like 02 (1), in the scalar decoder and the compiled one decode uses."""
+    from storage_core.format._kernels import _varint
+
+    for raw, expected in ((hx("FF FF FF FF 7F"), INT_MIN), (hx("82 80 80 80 70"), 1)):
+        assert decode_varint(raw, 0) == (expected, 5)
+        assert _varint(np.frombuffer(raw, np.uint8), 0, len(raw), 5) == (expected, 5)
+
+
+@pytest.mark.parametrize("vectors,width", [(VARINT, 5), (VARLONG, 10)])
+def test_compiled_varint_agrees_with_the_vectors(vectors, width):
+    """[ByteUtilsTest.testVarintSerde/testVarlongSerde/testInvalidVarint] the compiled walk
+    reads every vector like the scalar decoder, and refuses a varint one byte too long."""
+    from storage_core.format._kernels import _varint
+
+    for value, enc in vectors:
+        raw = np.frombuffer(hx(enc), np.uint8)
+        assert _varint(raw, 0, len(raw), width) == (value, len(raw))
+    overlong = np.frombuffer(b"\xff" * width + b"\x01", np.uint8)
+    assert _varint(overlong, 0, len(overlong), width)[1] == -1
+    truncated = np.frombuffer(b"\xff\xff", np.uint8)
+    assert _varint(truncated, 0, 2, width)[1] == -1
+
+
 def test_varlong_with_eleventh_byte_is_rejected():
     """[ByteUtilsTest.testInvalidVarlong] FF x10 01 needs an 11th byte -> error."""
     bad = hx("FF" * 10 + "01")
@@ -210,31 +236,6 @@ def _concat(vectors):
         pos.append(at)
         at += len(hx(e))
     return np.frombuffer(blob, np.uint8), np.array(pos, np.int64)
-
-
-@pytest.mark.parametrize("vectors,long", [(VARINT, False), (VARLONG, True)])
-def test_array_decoder_agrees_with_the_vectors(vectors, long):
-    """[ByteUtilsTest.testVarintSerde/testVarlongSerde] the vectorised decoder the columnar
-    codec uses reads the same values and sizes as the vectors say, none flagged bad."""
-    buf, pos = _concat(vectors)
-    values, sizes, bad = decode_varint_array(buf, pos, long=long)
-    assert values.tolist() == [v for v, _ in vectors]
-    assert sizes.tolist() == [len(hx(e)) for _, e in vectors]
-    assert not bad.any()
-
-
-def test_array_decoder_flags_overlong_varints():
-    """[ByteUtilsTest.testInvalidVarint/testInvalidVarlong] the vectorised decoder marks a
-    6-byte varint and an 11-byte varlong as bad (and leaves good neighbours unflagged)."""
-    int_blob = hx("02") + hx("FF FF FF FF FF 01") + hx("7E")
-    _, _, bad = decode_varint_array(np.frombuffer(int_blob, np.uint8),
-                                    np.array([0, 1, 7], np.int64))
-    assert bad.tolist() == [False, True, False]
-    long_blob = hx("FF" * 10 + "01") + hx("FF" * 9 + "01")
-    values, _, bad = decode_varint_array(np.frombuffer(long_blob, np.uint8),
-                                         np.array([0, 11], np.int64), long=True)
-    assert bad.tolist() == [True, False]
-    assert values[1] == LONG_MIN
 
 
 @pytest.mark.parametrize("vectors,bits", [(VARINT, 32), (VARLONG, 64)])
