@@ -130,9 +130,9 @@ def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> 
     ], schema=SCHEMA)
 
 
-def _corrupt(reason: str, info: BatchInfo, source: str | None) -> CorruptRecordError:
-    return CorruptRecordError(reason, position=info.position, source=source,
-                              offset=info.header.base_offset)
+def _corrupt(reason: str, info: BatchInfo, source: str | None,
+             cls: type[CorruptRecordError] = CorruptRecordError) -> CorruptRecordError:
+    return cls(reason, position=info.position, source=source, offset=info.header.base_offset)
 
 
 def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
@@ -148,7 +148,7 @@ def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> p
                 try:
                     piece = decompress(h.compression, mv[lo:hi], magic=2, max_size=limit)
                 except CorruptRecordError as e:
-                    raise _corrupt(f"compressed batch: {e.reason}", info, source) from e
+                    raise _corrupt(f"compressed batch: {e.reason}", info, source, type(e)) from e
             else:
                 piece = mv[lo:hi]
             pieces.append(piece)
@@ -469,10 +469,25 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     out = []
     for b in range(nb):
         payload = data[int(rec_bounds[first[b]]):int(rec_bounds[last[b]])]
-        if codec:
-            payload = compress(codec, payload, magic=2, level=compression_level)
         seq = (increment_sequence(base_sequence, int(first[b])) if base_sequence >= 0
                else NO_SEQUENCE)
+        if codec:
+            payload = compress(codec, payload, magic=2, level=compression_level)
+            if RECORD_BATCH_OVERHEAD + len(payload) > max_batch_bytes and counts[b] > 1:
+                # incompressible data grew past the limit: encode each half on its own
+                half = int(counts[b]) // 2
+                for lo, cnt in ((int(first[b]), half), (int(first[b]) + half, int(counts[b]) - half)):
+                    out.append(encode_batches(
+                        table.slice(lo, cnt), compression=codec, base_offset=base_offset + lo,
+                        max_batch_bytes=max_batch_bytes, producer_id=producer_id,
+                        producer_epoch=producer_epoch,
+                        base_sequence=(increment_sequence(base_sequence, lo)
+                                       if base_sequence >= 0 else -1),
+                        transactional=transactional, timestamp_type=timestamp_type,
+                        log_append_time=log_append_time,
+                        partition_leader_epoch=partition_leader_epoch,
+                        compression_level=compression_level, now_ms=now))
+                continue
         head = bytearray(HEADER.pack(
             base_offset + int(first[b]), RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
             partition_leader_epoch, 2, 0, attrs, int(counts[b]) - 1, int(base_ts[b]),

@@ -127,8 +127,8 @@ def deep_records(entry: LegacyEntry, *, max_decompressed: int) -> list[Record]:
         inner_buf = decompress(entry.compression, entry.value, magic=entry.magic, max_size=max_decompressed)
         inner = list(iter_entries(inner_buf))
     except CorruptRecordError as e:
-        raise CorruptRecordError(f"compressed wrapper message: {e.reason}", position=entry.position,
-                                 offset=entry.offset) from e
+        raise type(e)(f"compressed wrapper message: {e.reason}", position=entry.position,
+                      offset=entry.offset) from e
     if not inner:
         raise CorruptRecordError("Found invalid compressed record set with no inner records",
                                  position=entry.position, offset=entry.offset)

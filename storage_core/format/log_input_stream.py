@@ -144,7 +144,11 @@ def batch_records(buf, info: BatchInfo, *, max_decompressed: int | None = None) 
     if info.magic < 2:
         return legacy.deep_records(info.entry, max_decompressed=limit)
     header = ensure_valid(buf, info.position, info.size)
-    payload = batch_payload(buf, info, max_decompressed=limit)
+    try:
+        payload = batch_payload(buf, info, max_decompressed=limit)
+    except CorruptRecordError as e:
+        raise type(e)(f"compressed batch: {e.reason}", position=info.position,
+                      offset=header.base_offset) from e
     if header.records_count * MIN_RECORD_SIZE > len(payload):
         raise CorruptRecordError(
             f"Batch claims {header.records_count} records in {len(payload)} bytes of records",

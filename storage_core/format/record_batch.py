@@ -56,6 +56,11 @@ def crc32c(data, value: int = 0) -> int:
     return _crc32c.crc32c(data, value)
 
 
+def _int64(n: int) -> int:
+    """Java ``long`` arithmetic: wrap to 64 bits, as the broker (and numpy) would."""
+    return ((n + 2**63) % 2**64) - 2**63
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """``DefaultRecordBatch.incrementSequence``: sequences wrap to 0 after Int.MAX."""
     if sequence > INT32_MAX - increment:
@@ -276,10 +281,10 @@ def decode_record(buf, pos: int, header: BatchHeader, limit: int | None = None) 
     if header.timestamp_type == LOG_APPEND_TIME:
         timestamp = header.max_timestamp
     else:
-        timestamp = header.base_timestamp + ts_delta
+        timestamp = _int64(header.base_timestamp + ts_delta)
     seq = (increment_sequence(header.base_sequence, offset_delta)
            if header.base_sequence >= 0 else NO_SEQUENCE)
-    rec = Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers),
+    rec = Record(_int64(header.base_offset + offset_delta), timestamp, key, value, tuple(headers),
                  header.timestamp_type, seq, attributes)
     return rec, pos
 

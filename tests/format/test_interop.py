@@ -22,6 +22,7 @@ into ``kafka.codec``.
 from __future__ import annotations
 
 import math
+import random
 import struct
 import types
 import warnings
@@ -39,7 +40,6 @@ with warnings.catch_warnings():
     import kafka.codec as kp_codec
     from kafka.record.default_records import DefaultRecordBatch as KPBatch
     from kafka.record.default_records import DefaultRecordBatchBuilder as KPBuilder
-    from kafka.record.legacy_records import LegacyRecordBatch as KPLegacyBatch
     from kafka.record.legacy_records import LegacyRecordBatchBuilder as KPLegacyBuilder
     from kafka.record.memory_records import MemoryRecords as KPMemoryRecords
     from kafka.record.memory_records import MemoryRecordsBuilder as KPMemoryRecordsBuilder
@@ -137,7 +137,8 @@ def table_rows(table: pa.Table) -> list[tuple]:
     return [row(o, t, tt, k, v, [(h["key"], h["value"]) for h in hs])
             for o, t, tt, k, v, hs in zip(cols["offset"].to_pylist(), ts,
                                           cols["timestampType"].to_pylist(),
-                                          cols["key"].to_pylist(), cols["value"].to_pylist(), heads)]
+                                          cols["key"].to_pylist(), cols["value"].to_pylist(),
+                                          heads)]
 
 
 def ours_columnar(buf) -> list[tuple]:
@@ -168,7 +169,8 @@ def slices(buf):
 
 
 def _their_row(r):
-    """Their record in our normal form; v0's missing timestamp (None) is Kafka's -1 / NoTimestampType."""
+    """Their record in our normal form; v0's missing timestamp (None) is Kafka's -1 and
+    NoTimestampType."""
     ts = -1 if r.timestamp is None else r.timestamp
     tstype = NO_TIMESTAMP_TYPE if r.timestamp_type is None else r.timestamp_type
     return row(r.offset, ts, tstype, r.key, r.value, list(r.headers or ()))
@@ -281,9 +283,9 @@ WORKED_2_4 = bytes.fromhex(
     "16000000010a68656c6c6f00")
 
 CONTROL_5 = bytes.fromhex(
-    "00 00 00 00 00 00 00 05 00 00 00 42 00 00 00 00 02 db c1 80 da 00 30 00 00 00 00 00 00 01 8b cf e5 68 00"
-    "00 00 01 8b cf e5 68 00 00 00 00 00 00 00 03 e8 00 00 ff ff ff ff 00 00 00 01 20 00 00 00 08 00 00 00 01"
-    "0c 00 00 00 00 00 07 00")
+    "00 00 00 00 00 00 00 05 00 00 00 42 00 00 00 00 02 db c1 80 da 00 30 00 00 00 00"
+    "00 00 01 8b cf e5 68 00 00 00 01 8b cf e5 68 00 00 00 00 00 00 00 03 e8 00 00 ff"
+    "ff ff ff 00 00 00 01 20 00 00 00 08 00 00 00 01 0c 00 00 00 00 00 07 00")
 
 
 def test_worked_example_2_4_is_byte_identical_everywhere():
@@ -396,7 +398,8 @@ def test_uncompressed_bytes_identical_to_theirs(case):
     spec = dict(BYTE_IDENTITY_CASES[case])
     recs = spec.pop("recs")
     txn = spec.pop("transactional", False)
-    kw = dict(producer_id=spec.get("producer_id", -1), producer_epoch=spec.get("producer_epoch", -1),
+    kw = dict(producer_id=spec.get("producer_id", -1),
+              producer_epoch=spec.get("producer_epoch", -1),
               base_sequence=spec.get("base_sequence", -1))
     theirs_kp = kp_build(recs, transactional=txn, **kw)
     ours0 = build_batch(to_inputs(recs), transactional=txn, partition_leader_epoch=0, **kw)
@@ -568,7 +571,26 @@ def test_ours_to_theirs_every_codec(encoder, codec):
                            is_control_batch=False, base_offset=1000, timestamp_type=0)
     assert batches[0].max_timestamp == max(ts for _, _, ts, _ in RICH)
     assert batches[0].first_timestamp == RICH[0][2]
-    assert (batches[0].producer_id, batches[0].producer_epoch, batches[0].base_sequence) == (-1, -1, -1)
+    first = batches[0]
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (-1, -1, -1)
+
+
+@pytest.mark.parametrize("shape", ["sliced", "chunked", "chunked-sliced"])
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_ours_from_sliced_and_chunked_tables_to_theirs(shape, codec):
+    """Arrow inputs with non-zero array offsets and several chunks (what Spark hands over)
+    encode the selected rows only, readable by every decoder."""
+    full = to_table(RICH)
+    table, recs = {
+        "sliced": (full.slice(3, 20), RICH[3:23]),
+        "chunked": (pa.concat_tables([full.slice(0, 10), full.slice(10)]), RICH),
+        "chunked-sliced": (pa.concat_tables([full.slice(2, 5), full.slice(20, 7)]),
+                           RICH[2:7] + RICH[20:27]),
+    }[shape]
+    buf = encode_batches(table, compression=codec, base_offset=7)
+    want = expected_rows(recs, base_offset=7)
+    check_theirs(buf, want)
+    assert ours_both(buf) == want
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -691,6 +713,16 @@ def test_split_oversized_record_gets_its_own_batch():
     check_theirs(buf, expected_rows(recs))
 
 
+@pytest.mark.parametrize("n, size, limit", [(1100, 1000, 1 << 20), (200, 100, 4096)])
+def test_split_limit_holds_after_compression(n, size, limit):
+    rnd = random.Random(7)
+    table = pa.table({"value": pa.array([rnd.randbytes(size) for _ in range(n)], pa.binary()),
+                      "timestamp": pa.array([T0] * n, pa.int64())})
+    buf = encode_batches(table, compression="snappy", max_batch_bytes=limit)
+    sizes = [h.size_in_bytes for h in headers_of(buf) if h.records_count > 1]
+    assert max(sizes) <= limit, max(sizes)
+
+
 # ------------------------------------------------------------------ legacy v0 / v1 (read only)
 
 def _kp_legacy(magic, codec, recs, wrapper_offset=None):
@@ -791,12 +823,19 @@ def test_legacy_our_builders_readable_by_theirs(magic, codec):
 
 def test_legacy_v0_lz4_uses_the_broken_header_checksum():
     """kafka-python writes magic-0 LZ4 with the 'broken' HC over magic||FLG||BD (KAFKA-3160);
-    we accept it (HC ignored for magic 0) and our own writer emits the same HC byte 0x1A."""
+    we read it (HC ignored for magic 0), our writer emits the same HC byte 0x1A, and kafka-python
+    (which recomputes the HC before decoding) reads ours. The XXH32 plugged into kafka-python is
+    first checked against liblz4's own frame header."""
+    import lz4.frame
+    liblz4_header = lz4.frame.compress(b"x", block_linked=False, store_size=False)[:7]
+    assert liblz4_header == bytes.fromhex("04224D18604082")
+    assert _xxh32_shim(b"\x60\x40").digest()[-2:-1] == liblz4_header[6:7]
     theirs = _kp_legacy(0, "lz4", LEGACY_RECS[:3])
+    value_at = 12 + 4 + 2 + 4 + 4                   # offset, size, crc, magic+attrs, key, vlen
+    assert theirs[value_at:value_at + 7] == bytes.fromhex("04224D1860401A")
     assert ours_both(theirs) == _legacy_expected(0, LEGACY_RECS[:3], 0)
     ours = build_compressed(LEGACY_RECS[:3], magic=0, compression=3, wrapper_offset=2)
-    assert comp.compress(3, b"x", magic=0)[:7] == bytes.fromhex("04224D1860401A")
-    # kafka-python's lz4_decode_old_kafka recomputes the HC before decoding: it reads ours
+    assert ours[value_at:value_at + 7] == bytes.fromhex("04224D1860401A")
     assert kp_decode(ours)[0] == _legacy_expected(0, LEGACY_RECS[:3], 0)
 
 
@@ -851,9 +890,13 @@ def test_hypothesis_ours_to_theirs(recs, codec, base_offset, max_batch_bytes, pr
                          max_batch_bytes=max_batch_bytes, producer_id=pid,
                          producer_epoch=epoch, base_sequence=seq, transactional=txn)
     want = expected_rows(recs, base_offset=base_offset)
+    heads = headers_of(buf)
+    if codec == "none":
+        assert all(h.size_in_bytes <= max_batch_bytes for h in heads if h.records_count > 1)
+    assert sum(h.records_count for h in heads) == len(recs)
     check_theirs(buf, want, producer_id=pid, producer_epoch=epoch, is_transactional=txn)
     assert ours_both(buf) == want
-    if codec == "none" and len(headers_of(buf)) == 1:
+    if codec == "none" and len(heads) == 1:
         # one uncompressed batch: build_batch writes the very same bytes
         assert build_batch(to_inputs(recs), base_offset=base_offset, producer_id=pid,
                            producer_epoch=epoch, base_sequence=seq, transactional=txn) == buf
