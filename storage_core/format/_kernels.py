@@ -138,3 +138,63 @@ def parse_headers(arr, vstart, vlen, hcount, out):
             p += max(vl, 0)
             h += 1
     return h
+
+
+@_njit
+def _put_varint(out, p, zz):
+    """Write an already zig-zagged value as LEB128 at p; return the next position."""
+    while zz >= np.uint64(0x80):
+        out[p] = np.uint8((zz & np.uint64(0x7F)) | np.uint64(0x80))
+        zz >>= np.uint64(7)
+        p += 1
+    out[p] = np.uint8(zz)
+    return p + 1
+
+
+@_njit
+def _zz32(v):
+    return np.uint64(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
+
+
+@_njit
+def _zz64(v):
+    return np.uint64((v << 1) ^ (v >> 63))
+
+
+@_njit
+def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs, vlen,
+                  hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen):
+    """Lay every record out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): length, attributes
+    0, timestamp delta, offset delta, key, value, header count and headers (record i owns
+    headers ``hfirst[i] .. hfirst[i] + hcount[i]``). Key, value and header bytes are copied
+    once, from the Arrow buffers to their place in the batch."""
+    for i in range(at.shape[0]):
+        p = _put_varint(out, at[i], _zz32(body_len[i]))
+        out[p] = 0
+        p = _put_varint(out, p + 1, _zz64(ts_delta[i]))
+        p = _put_varint(out, p, _zz32(off_delta[i]))
+        n = klen[i]
+        p = _put_varint(out, p, _zz32(n))
+        if n > 0:
+            s = koffs[i]
+            out[p:p + n] = kdata[s:s + n]
+            p += n
+        n = vlen[i]
+        p = _put_varint(out, p, _zz32(n))
+        if n > 0:
+            s = voffs[i]
+            out[p:p + n] = vdata[s:s + n]
+            p += n
+        p = _put_varint(out, p, _zz32(hcount[i]))
+        for h in range(hfirst[i], hfirst[i] + hcount[i]):
+            n = hklen[h]
+            p = _put_varint(out, p, _zz32(n))
+            s = hkoffs[h]
+            out[p:p + n] = hkdata[s:s + n]
+            p += n
+            n = hvlen[h]
+            p = _put_varint(out, p, _zz32(n))
+            if n > 0:
+                s = hvoffs[h]
+                out[p:p + n] = hvdata[s:s + n]
+                p += n

@@ -308,77 +308,50 @@ def _timestamps(table: pa.Table, n: int, now_ms: int) -> np.ndarray:
     return col.cast(pa.int64()).fill_null(now_ms).to_numpy(zero_copy_only=False)
 
 
-def _pieces_from_numpy(buf: np.ndarray, sizes: np.ndarray) -> pa.Array:
-    offs = np.zeros(sizes.shape[0] + 1, np.int64)
-    np.cumsum(sizes, out=offs[1:])
-    return pa.Array.from_buffers(pa.large_binary(), sizes.shape[0],
-                                 [None, pa.py_buffer(offs), pa.py_buffer(buf)])
+def _arrow_bytes(col: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, start offsets, lengths with -1 for null) of a large_binary array, zero-copy."""
+    if col is None:
+        return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    _, offs_buf, data_buf = col.buffers()
+    offs = np.frombuffer(offs_buf, np.int64, n + 1, col.offset * 8)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
+    lens = np.diff(offs)
+    if col.null_count:
+        lens = np.where(col.is_null().to_numpy(zero_copy_only=False), -1, lens)
+    return data, offs[:-1], lens
 
 
-def _varint_pieces(fields: list[tuple[np.ndarray, bool]], extra_zero_byte_after: int | None = None
-                   ) -> tuple[pa.Array, np.ndarray]:
-    """Per record, the concatenation of several zig-zag varints (``(values, is_long)``), and
-    optionally a 0 byte after field number ``extra_zero_byte_after`` (the record attributes)."""
-    n = fields[0][0].shape[0]
-    zz = [zigzag_array(v, 64 if is_long else 32) for v, is_long in fields]
-    sz = [varint_sizes(z) for z in zz]
-    total = np.zeros(n, np.int64)
-    for s in sz:
-        total += s
-    if extra_zero_byte_after is not None:
-        total += 1
-    offs = np.zeros(n + 1, np.int64)
-    np.cumsum(total, out=offs[1:])
-    out = np.zeros(int(offs[-1]), np.uint8)
-    at = offs[:-1].copy()
-    for j, (z, s) in enumerate(zip(zz, sz)):
-        write_varints(out, at, z, s)
-        at += s
-        if extra_zero_byte_after == j:
-            at += 1           # attributes byte stays 0
-    return _pieces_from_numpy(out, total), total
-
-
-def _header_blobs(table: pa.Table, n: int) -> tuple[np.ndarray, pa.Array | None]:
-    """Per record: header count, and the encoded header bytes (varint lengths + key + value)."""
+def _header_columns(table: pa.Table, n: int):
+    """Per record: header count and index of its first header; flattened header keys and
+    values as (data, offsets, lengths); and each record's encoded header bytes."""
+    empty = _arrow_bytes(None, 0)
+    none = (np.zeros(n, np.int64), np.zeros(n, np.int64), empty, empty, np.zeros(n, np.int64))
     if "headers" not in table.column_names:
-        return np.zeros(n, np.int64), None
+        return none
     col = table.column("headers")
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if pa.types.is_null(col.type):
-        return np.zeros(n, np.int64), None
+        return none
     if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
         raise InvalidConfigError(f"column 'headers' must be a list of struct<key, value>, not {col.type}")
     counts = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     if counts.sum() == 0:
-        return counts, None
+        return none
     flat = pc.list_flatten(col)
     hk = flat.field("key")
-    hv = flat.field("value")
     if hk.null_count:
         raise InvalidConfigError("column 'headers': a header key is null (Kafka requires a key)")
-    hk = hk.cast(pa.large_binary())
-    hv = hv.cast(pa.large_binary())
     m = len(flat)
-    kl = _lengths(hk, m)
-    vl = _lengths(hv, m)
-    kpre, _ = _varint_pieces([(kl, False)])
-    vpre, _ = _varint_pieces([(vl, False)])
-    allp = pa.concat_arrays([kpre, hk.fill_null(b""), vpre, hv.fill_null(b"")])
-    idx = (np.arange(m, dtype=np.int64)[:, None] + np.arange(4, dtype=np.int64)[None, :] * m).ravel()
-    laid = allp.take(pa.array(idx))
-    # per-header sizes, summed per record, give the record boundaries in laid's data buffer
-    loffs = np.frombuffer(laid.buffers()[1], np.int64, len(laid) + 1, laid.offset * 8)
-    hsize = loffs[4::4] - loffs[0:-1:4]
-    rec_size = np.zeros(n, np.int64)
-    owners = np.repeat(np.arange(n), counts)
-    np.add.at(rec_size, owners, hsize)
-    roffs = np.zeros(n + 1, np.int64)
-    np.cumsum(rec_size, out=roffs[1:])
-    roffs += loffs[0]
-    blobs = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(roffs), laid.buffers()[2]])
-    return counts, blobs
+    keys = _arrow_bytes(hk.cast(pa.large_binary()), m)
+    values = _arrow_bytes(flat.field("value").cast(pa.large_binary()), m)
+    kl, vl = keys[2], values[2]
+    size = (varint_sizes(zigzag_array(kl, 32)) + kl + varint_sizes(zigzag_array(vl, 32))
+            + np.maximum(vl, 0))
+    first = np.zeros(n, np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    per_record = np.bincount(np.repeat(np.arange(n), counts), weights=size, minlength=n).astype(np.int64)
+    return counts, first, keys, values, per_record
 
 
 def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int = "none",
@@ -411,30 +384,28 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     now = int(time.time() * 1000) if now_ms is None else now_ms
     value = _binary_column(table, "value", required=True)
     key = _binary_column(table, "key", required=False)
-    klen = _lengths(key, n)
-    vlen = _lengths(value, n)
+    kdata, koffs, klen = _arrow_bytes(key, n)
+    vdata, voffs, vlen = _arrow_bytes(value, n)
     ts = _timestamps(table, n, now)
-    hcount, hblobs = _header_blobs(table, n)
-    hbytes = (np.zeros(n, np.int64) if hblobs is None
-              else pc.binary_length(hblobs).to_numpy(zero_copy_only=False).astype(np.int64))
+    hcount, hfirst, (hkdata, hkoffs, hklen), (hvdata, hvoffs, hvlen), hbytes = _header_columns(table, n)
 
     # Split into batches with an upper bound of each record's size (the exact deltas depend on
     # the batch), so no batch exceeds max_batch_bytes.
-    zz32 = lambda v: varint_sizes(zigzag_array(v, 32))  # noqa: E731
+    def zz32(v: np.ndarray) -> np.ndarray:
+        return varint_sizes(zigzag_array(v, 32))
+
     fixed = (1 + zz32(klen) + np.maximum(klen, 0) + zz32(vlen) + np.maximum(vlen, 0)
              + zz32(hcount) + hbytes)
     span = np.maximum(np.abs(ts - ts.min()), np.abs(ts - ts.max()))
     bound_body = fixed + varint_sizes(zigzag_array(span, 64)) + zz32(np.arange(n))
-    bound = bound_body + zz32(bound_body)
-    cum = np.cumsum(bound)
+    cum = np.cumsum(bound_body + zz32(bound_body))
     firsts = []
     i = 0
     room = max_batch_bytes - RECORD_BATCH_OVERHEAD
     while i < n:
         firsts.append(i)
         before = cum[i - 1] if i else 0
-        j = int(np.searchsorted(cum, before + room, side="right"))
-        i = max(j, i + 1)
+        i = max(int(np.searchsorted(cum, before + room, side="right")), i + 1)
     first = np.array(firsts, np.int64)
     nb = first.shape[0]
     counts = np.diff(np.append(first, n))
@@ -442,58 +413,58 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     off_delta = np.arange(n, dtype=np.int64) - first[batch_of]
     base_ts = ts[first]
     ts_delta = ts - base_ts[batch_of]
-    body_len = (fixed + varint_sizes(zigzag_array(ts_delta, 64)) + zz32(off_delta))
-
-    pre, pre_size = _varint_pieces([(body_len, False), (ts_delta, True), (off_delta, False),
-                                    (klen, False)], extra_zero_byte_after=0)
-    mid, _ = _varint_pieces([(vlen, False)])
-    suf, _ = _varint_pieces([(hcount, False)])
-    pieces = [pre, key.fill_null(b"") if key is not None else pa.nulls(n, pa.large_binary()).fill_null(b""),
-              mid, value.fill_null(b""), suf]
-    if hblobs is not None:
-        pieces.append(hblobs)
-    k = len(pieces)
-    allp = pa.concat_arrays(pieces)
-    idx = (np.arange(n, dtype=np.int64)[:, None] + np.arange(k, dtype=np.int64)[None, :] * n).ravel()
-    laid = allp.take(pa.array(idx))
-    loffs = np.frombuffer(laid.buffers()[1], np.int64, len(laid) + 1, laid.offset * 8)
-    rec_bounds = loffs[::k]                        # n + 1 record boundaries in the data buffer
-    data = memoryview(laid.buffers()[2])
+    body_len = fixed + varint_sizes(zigzag_array(ts_delta, 64)) + zz32(off_delta)
+    rec_size = zz32(body_len) + body_len
+    # records at their final place, each batch's 61-byte header left open before its first
+    at = np.cumsum(rec_size) - rec_size + RECORD_BATCH_OVERHEAD * (batch_of + 1)
+    batch_start = at[first] - RECORD_BATCH_OVERHEAD
+    batch_end = np.append(batch_start[1:], int(rec_size.sum()) + RECORD_BATCH_OVERHEAD * nb)
+    out = np.empty(int(batch_end[-1]), np.uint8)
+    _kernels.write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs,
+                           vlen, hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen)
 
     max_ts = np.maximum(np.maximum.reduceat(ts, first), NO_TIMESTAMP)
     if timestamp_type == LOG_APPEND_TIME:
         max_ts[:] = log_append_time
     attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
                                transactional=transactional)
-    last = np.append(first[1:], n)
-    out = []
+    mv = memoryview(out)
+    parts: list = []
     for b in range(nb):
-        payload = data[int(rec_bounds[first[b]]):int(rec_bounds[last[b]])]
-        seq = (increment_sequence(base_sequence, int(first[b])) if base_sequence >= 0
-               else NO_SEQUENCE)
+        start, end = int(batch_start[b]), int(batch_end[b])
+        lo, cnt = int(first[b]), int(counts[b])
+        seq = increment_sequence(base_sequence, lo) if base_sequence >= 0 else NO_SEQUENCE
+        payload = mv[start + RECORD_BATCH_OVERHEAD:end]
         if codec:
             payload = compress(codec, payload, magic=2, level=compression_level)
-            if RECORD_BATCH_OVERHEAD + len(payload) > max_batch_bytes and counts[b] > 1:
+            if RECORD_BATCH_OVERHEAD + len(payload) > max_batch_bytes and cnt > 1:
                 # incompressible data grew past the limit: encode each half on its own
-                half = int(counts[b]) // 2
-                for lo, cnt in ((int(first[b]), half), (int(first[b]) + half, int(counts[b]) - half)):
-                    out.append(encode_batches(
-                        table.slice(lo, cnt), compression=codec, base_offset=base_offset + lo,
+                half = cnt // 2
+                for sub, sub_cnt in ((lo, half), (lo + half, cnt - half)):
+                    parts.append(encode_batches(
+                        table.slice(sub, sub_cnt), compression=codec, base_offset=base_offset + sub,
                         max_batch_bytes=max_batch_bytes, producer_id=producer_id,
                         producer_epoch=producer_epoch,
-                        base_sequence=(increment_sequence(base_sequence, lo)
+                        base_sequence=(increment_sequence(base_sequence, sub)
                                        if base_sequence >= 0 else -1),
                         transactional=transactional, timestamp_type=timestamp_type,
                         log_append_time=log_append_time,
                         partition_leader_epoch=partition_leader_epoch,
                         compression_level=compression_level, now_ms=now))
                 continue
-        head = bytearray(HEADER.pack(
-            base_offset + int(first[b]), RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-            partition_leader_epoch, 2, 0, attrs, int(counts[b]) - 1, int(base_ts[b]),
-            int(max_ts[b]), producer_id, producer_epoch, seq, int(counts[b])))
-        crc = crc32c(payload, crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
-        struct.pack_into(">I", head, 17, crc)
-        out.append(head)
-        out.append(payload)
-    return b"".join(out)
+            head = bytearray(RECORD_BATCH_OVERHEAD)
+            target, at_ = head, 0
+        else:
+            target, at_ = mv, start
+        HEADER.pack_into(target, at_, base_offset + lo,
+                         RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+                         partition_leader_epoch, 2, 0, attrs, cnt - 1, int(base_ts[b]),
+                         int(max_ts[b]), producer_id, producer_epoch, seq, cnt)
+        tail = memoryview(target)[at_ + ATTRIBUTES_OFFSET:at_ + RECORD_BATCH_OVERHEAD]
+        struct.pack_into(">I", target, at_ + 17, crc32c(payload, crc32c(tail)))
+        if codec:
+            parts.append(head)
+            parts.append(payload)
+        else:
+            parts.append(mv[start:end])
+    return b"".join(parts)
