@@ -135,34 +135,66 @@ def _corrupt(reason: str, info: BatchInfo, source: str | None,
     return cls(reason, position=info.position, source=source, offset=info.header.base_offset)
 
 
+_GROUP_BYTES = 1 << 20   # decompressed batches smaller than this are joined before decoding
+
+
 def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
+    """Decode a run of v2 batches. Uncompressed batches are read in place; compressed ones are
+    decompressed and decoded in groups of about a megabyte, so each decompressed byte is copied
+    once more at most (into its Arrow column), and the per-call overhead stays small."""
+    for info in infos:
+        h = info.header
+        # refuse absurd counts before allocating per-record arrays
+        if h.records_count < 0 or (not h.compression and
+                                   h.records_count * MIN_RECORD_SIZE > info.size - RECORD_BATCH_OVERHEAD):
+            raise _corrupt(f"Batch claims {h.records_count} records in "
+                           f"{info.size - RECORD_BATCH_OVERHEAD} bytes of records", info, source)
+    if not any(i.header.compression for i in infos):
+        ranges = [(i.position + RECORD_BATCH_OVERHEAD, i.position + i.size) for i in infos]
+        return _decode_group(buf, infos, ranges, source)
+    mv = memoryview(buf)
+    tables = []
+    group: list[BatchInfo] = []
+    pieces: list = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal group, pieces, size
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        ranges, at = [], 0
+        for p in pieces:
+            ranges.append((at, at + len(p)))
+            at += len(p)
+        tables.append(_decode_group(data, group, ranges, source))
+        group, pieces, size = [], [], 0
+
+    for info in infos:
+        h = info.header
+        lo, hi = info.position + RECORD_BATCH_OVERHEAD, info.position + info.size
+        if h.compression:
+            try:
+                piece = decompress(h.compression, mv[lo:hi], magic=2, max_size=limit)
+            except CorruptRecordError as e:
+                raise _corrupt(f"compressed batch: {e.reason}", info, source, type(e)) from e
+            if h.records_count * MIN_RECORD_SIZE > len(piece):
+                raise _corrupt(f"Batch claims {h.records_count} records in {len(piece)} bytes "
+                               f"of records", info, source)
+        else:
+            piece = mv[lo:hi]
+        group.append(info)
+        pieces.append(piece)
+        size += len(piece)
+        if size >= _GROUP_BYTES:
+            flush()
+    if group:
+        flush()
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _decode_group(data, infos: list[BatchInfo], ranges: list[tuple[int, int]],
+                  source: str | None) -> pa.Table:
     headers = [i.header for i in infos]
     counts = np.array([h.records_count for h in headers], np.int64)
-    if any(h.compression for h in headers):
-        # One contiguous buffer of every batch's uncompressed records.
-        mv = memoryview(buf)
-        pieces, ranges, at = [], [], 0
-        for info, h in zip(infos, headers):
-            lo, hi = info.position + RECORD_BATCH_OVERHEAD, info.position + info.size
-            if h.compression:
-                try:
-                    piece = decompress(h.compression, mv[lo:hi], magic=2, max_size=limit)
-                except CorruptRecordError as e:
-                    raise _corrupt(f"compressed batch: {e.reason}", info, source, type(e)) from e
-            else:
-                piece = mv[lo:hi]
-            pieces.append(piece)
-            ranges.append((at, at + len(piece)))
-            at += len(piece)
-        data = b"".join(pieces)
-    else:
-        data = buf
-        ranges = [(i.position + RECORD_BATCH_OVERHEAD, i.position + i.size) for i in infos]
-    for info, h, (lo, hi) in zip(infos, headers, ranges):
-        # refuse absurd counts before allocating per-record arrays
-        if h.records_count < 0 or h.records_count * MIN_RECORD_SIZE > hi - lo:
-            raise _corrupt(f"Batch claims {h.records_count} records in {hi - lo} bytes of records",
-                           info, source)
     arr = np.frombuffer(data, np.uint8)
     bounds = np.array(ranges, np.int64).reshape(-1, 2)
     n = int(counts.sum())
@@ -275,24 +307,26 @@ def _headers_column(data, arr, vstart, vlen, hcount) -> pa.Array:
 # ------------------------------------------------------------------------------- encoding
 
 def _binary_column(table: pa.Table, name: str, *, required: bool) -> pa.Array | None:
+    """The column as binary or large_binary (strings are viewed as their UTF-8 bytes)."""
     if name not in table.column_names:
         if required:
             raise InvalidConfigError(f"column '{name}' is required to encode records")
         return None
-    col = table.column(name).combine_chunks() if isinstance(table, pa.Table) else table.column(name)
-    if pa.types.is_null(col.type):
-        return pa.nulls(len(col), pa.large_binary())
-    if not (pa.types.is_binary(col.type) or pa.types.is_string(col.type)
-            or pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)):
-        raise InvalidConfigError(f"column '{name}' must be binary or string, not {col.type}")
-    return col.cast(pa.large_binary())
-
-
-def _lengths(col: pa.Array | None, n: int) -> np.ndarray:
-    if col is None:
-        return np.full(n, -1, np.int64)
-    lens = pc.binary_length(col).fill_null(-1)
-    return lens.to_numpy(zero_copy_only=False).astype(np.int64)
+    col = table.column(name)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    t = col.type
+    if pa.types.is_null(t):
+        return pa.nulls(len(col), pa.binary())
+    if pa.types.is_string(t):
+        return col.view(pa.binary())
+    if pa.types.is_large_string(t):
+        return col.view(pa.large_binary())
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return col
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+        return col.cast(pa.large_binary())
+    raise InvalidConfigError(f"column '{name}' must be binary or string, not {t}")
 
 
 def _timestamps(table: pa.Table, n: int, now_ms: int) -> np.ndarray:
@@ -309,11 +343,14 @@ def _timestamps(table: pa.Table, n: int, now_ms: int) -> np.ndarray:
 
 
 def _arrow_bytes(col: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data, start offsets, lengths with -1 for null) of a large_binary array, zero-copy."""
+    """(data, start offsets, lengths with -1 for null) of a binary or large_binary array; the
+    data buffer is Arrow's own, not a copy."""
     if col is None:
         return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64)
     _, offs_buf, data_buf = col.buffers()
-    offs = np.frombuffer(offs_buf, np.int64, n + 1, col.offset * 8)
+    width = 8 if pa.types.is_large_binary(col.type) else 4
+    offs = np.frombuffer(offs_buf, np.int64 if width == 8 else np.int32, n + 1, col.offset * width)
+    offs = offs.astype(np.int64)
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
     lens = np.diff(offs)
     if col.null_count:
@@ -343,7 +380,8 @@ def _header_columns(table: pa.Table, n: int):
     if hk.null_count:
         raise InvalidConfigError("column 'headers': a header key is null (Kafka requires a key)")
     m = len(flat)
-    keys = _arrow_bytes(hk.cast(pa.large_binary()), m)
+    keys = _arrow_bytes(hk.cast(pa.binary()).combine_chunks() if isinstance(hk, pa.ChunkedArray)
+                        else hk.cast(pa.binary()), m)
     values = _arrow_bytes(flat.field("value").cast(pa.large_binary()), m)
     kl, vl = keys[2], values[2]
     size = (varint_sizes(zigzag_array(kl, 32)) + kl + varint_sizes(zigzag_array(vl, 32))
@@ -360,10 +398,13 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                    transactional: bool = False, timestamp_type: int = CREATE_TIME,
                    log_append_time: int | None = None,
                    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                   compression_level: int | None = None, now_ms: int | None = None) -> bytes:
+                   compression_level: int | None = None, now_ms: int | None = None) -> bytearray:
     """Encode Arrow columns ``value`` (required), ``key``, ``timestamp`` and ``headers`` into v2
     record batches of at most ``max_batch_bytes`` (a single larger record gets a batch of its
-    own, as a producer does), offsets from ``base_offset``. Missing timestamps are "now"."""
+    own, as a producer does), offsets from ``base_offset``. Missing timestamps are "now".
+
+    Returns a ``bytearray``: bytes-like for files and sockets, and mutable so a log can assign
+    offsets in place as a broker does (baseOffset is outside the CRC)."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     codec = (CompressionType.from_name(compression) if isinstance(compression, str)
@@ -380,7 +421,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         raise InvalidConfigError(f"max_batch_bytes {max_batch_bytes} is too small for a batch")
     n = table.num_rows
     if n == 0:
-        return b""
+        return bytearray()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     value = _binary_column(table, "value", required=True)
     key = _binary_column(table, "key", required=False)
@@ -419,7 +460,8 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     at = np.cumsum(rec_size) - rec_size + RECORD_BATCH_OVERHEAD * (batch_of + 1)
     batch_start = at[first] - RECORD_BATCH_OVERHEAD
     batch_end = np.append(batch_start[1:], int(rec_size.sum()) + RECORD_BATCH_OVERHEAD * nb)
-    out = np.empty(int(batch_end[-1]), np.uint8)
+    result = bytearray(int(batch_end[-1]))
+    out = np.frombuffer(result, np.uint8)
     _kernels.write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs,
                            vlen, hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen)
 
@@ -428,7 +470,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         max_ts[:] = log_append_time
     attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
                                transactional=transactional)
-    mv = memoryview(out)
+    mv = memoryview(result)
     parts: list = []
     for b in range(nb):
         start, end = int(batch_start[b]), int(batch_end[b])
@@ -465,6 +507,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         if codec:
             parts.append(head)
             parts.append(payload)
-        else:
-            parts.append(mv[start:end])
-    return b"".join(parts)
+    if not codec:
+        del mv
+        return result                       # headers were written in place: no copy
+    return bytearray().join(parts)
