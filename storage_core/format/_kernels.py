@@ -47,6 +47,21 @@ def _varint(arr, pos, end, max_bytes):
 
 
 @_njit
+def _blob(arr, pos, end):
+    """A length-prefixed byte string (negative length = null): (length, start, next), next -1
+    when the varint or the bytes run past end."""
+    n, p = _varint(arr, pos, end, 5)
+    if p < 0:
+        return n, p, p
+    start = p
+    if n > 0:
+        p += n
+        if p > end:
+            return n, start, np.int64(-1)
+    return n, start, p
+
+
+@_njit
 def parse_records(arr, lo, hi, counts, out):
     """Walk every record of every batch. ``out`` is ``(sum(counts), 7)`` int64 and receives per
     record: timestamp delta, offset delta, key start, key length, value start, value length,
@@ -69,22 +84,12 @@ def parse_records(arr, lo, hi, counts, out):
             od, p = _varint(arr, p, rend, 5)
             if p < 0:
                 return r, b, BAD_FIELD
-            kl, p = _varint(arr, p, rend, 5)
+            kl, ks, p = _blob(arr, p, rend)
             if p < 0:
                 return r, b, BAD_FIELD
-            ks = p
-            if kl > 0:
-                p += kl
-                if p > rend:
-                    return r, b, BAD_FIELD
-            vl, p = _varint(arr, p, rend, 5)
+            vl, vs, p = _blob(arr, p, rend)
             if p < 0:
                 return r, b, BAD_FIELD
-            vs = p
-            if vl > 0:
-                p += vl
-                if p > rend:
-                    return r, b, BAD_FIELD
             hc, p = _varint(arr, p, rend, 5)
             if p < 0 or hc < 0 or hc > rend - p:
                 return r, b, BAD_HEADERS
@@ -92,14 +97,9 @@ def parse_records(arr, lo, hi, counts, out):
                 hk, p = _varint(arr, p, rend, 5)
                 if p < 0 or hk < 0 or p + hk > rend:
                     return r, b, BAD_HEADERS
-                p += hk
-                hv, p = _varint(arr, p, rend, 5)
+                _, _, p = _blob(arr, p + hk, rend)
                 if p < 0:
                     return r, b, BAD_HEADERS
-                if hv > 0:
-                    p += hv
-                    if p > rend:
-                        return r, b, BAD_HEADERS
             if p != rend:
                 return r, b, SIZE_MISMATCH
             out[r, 0] = tsd
