@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 OK = 0
 BAD_LENGTH = 1
@@ -24,6 +27,32 @@ RECORDS_REMAINING = 5
 PREMATURE_EOF = 6
 
 _njit = nb.njit(cache=True, nogil=True, boundscheck=False)
+
+
+@intrinsic
+def _copy(typingctx, dst, dst_at, src, src_at, n):
+    """``memcpy(dst + dst_at, src + src_at, n)`` over uint8 arrays. A slice assignment compiles
+    to a byte loop; moving keys and values is the one place where that shows (~2x)."""
+    sig = types.void(dst, dst_at, src, src_at, n)
+
+    def codegen(context, builder, signature, args):
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        s = context.make_array(signature.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [args[1]]),
+                           builder.gep(s.data, [args[3]]), args[4], 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_njit
+def gather_spans(arr, starts, lengths, offsets, out):
+    """Copy ``arr[starts[i] : starts[i] + lengths[i]]`` to ``out[offsets[i]:]`` for every i with
+    a positive length: the data buffer of an Arrow binary column."""
+    for i in range(starts.shape[0]):
+        n = lengths[i]
+        if n > 0:
+            _copy(out, offsets[i], arr, starts[i], n)
 
 
 @_njit
@@ -176,25 +205,21 @@ def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vd
         n = klen[i]
         p = _put_varint(out, p, _zz32(n))
         if n > 0:
-            s = koffs[i]
-            out[p:p + n] = kdata[s:s + n]
+            _copy(out, p, kdata, koffs[i], n)
             p += n
         n = vlen[i]
         p = _put_varint(out, p, _zz32(n))
         if n > 0:
-            s = voffs[i]
-            out[p:p + n] = vdata[s:s + n]
+            _copy(out, p, vdata, voffs[i], n)
             p += n
         p = _put_varint(out, p, _zz32(hcount[i]))
         for h in range(hfirst[i], hfirst[i] + hcount[i]):
             n = hklen[h]
             p = _put_varint(out, p, _zz32(n))
-            s = hkoffs[h]
-            out[p:p + n] = hkdata[s:s + n]
+            _copy(out, p, hkdata, hkoffs[h], n)
             p += n
             n = hvlen[h]
             p = _put_varint(out, p, _zz32(n))
             if n > 0:
-                s = hvoffs[h]
-                out[p:p + n] = hvdata[s:s + n]
+                _copy(out, p, hvdata, hvoffs[h], n)
                 p += n

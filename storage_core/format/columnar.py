@@ -221,14 +221,14 @@ def _decode_group(data, infos: list[BatchInfo], ranges: list[tuple[int, int]],
     else:
         timestamps = base_ts[batch_of] + ts_delta
     offsets = base_offset[batch_of] + off_delta
-    keys, values = _gather_pairs(data, kstart, klen, vstart, vlen)
+    keys, values = _gather(arr, kstart, klen), _gather(arr, vstart, vlen)
     return pa.Table.from_arrays([
         pa.array(offsets),
         pa.array(timestamps).cast(TIMESTAMP_TYPE),
         pa.array(rec_lat.astype(np.int32)),
         keys,
         values,
-        _headers_column(data, arr, vstart, vlen, hcount),
+        _headers_column(arr, vstart, vlen, hcount),
         pa.array(pid[batch_of]),
         pa.array(txn[batch_of]),
         pa.array(ctrl[batch_of]),
@@ -254,37 +254,28 @@ def _raise_fault(data, done, b, code, counts, infos, headers, ranges, source):
     raise _corrupt(f"record {index}: {reason}", info, source)
 
 
-def _super_array(data, bounds: np.ndarray) -> pa.Array:
-    """A binary array over ``data`` whose element boundaries are ``bounds`` (non-decreasing)."""
-    size = len(data)
-    big = size > 2**31 - 1
-    typ = pa.large_binary() if big else pa.binary()
-    offs = bounds.astype(np.int64 if big else np.int32)
-    return pa.Array.from_buffers(typ, offs.shape[0] - 1,
-                                 [None, pa.py_buffer(offs), pa.py_buffer(data)])
+def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary column of the byte ranges ``(starts[i], lengths[i])`` of ``arr`` (a negative
+    length is null), copied once by the compiled kernel into an Arrow-allocated buffer."""
+    n = starts.shape[0]
+    sizes = np.maximum(lengths, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    big = total > 2**31 - 1
+    if not big:
+        offsets = offsets.astype(np.int32)
+    data = pa.allocate_buffer(total)
+    if total:
+        _kernels.gather_spans(arr, starts, lengths, offsets, np.frombuffer(data, np.uint8))
+    nulls = lengths < 0
+    null_count = int(nulls.sum())
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
+    return pa.Array.from_buffers(pa.large_binary() if big else pa.binary(), n,
+                                 [validity, pa.py_buffer(offsets), data], null_count=null_count)
 
 
-def _gather_pairs(data, a_start, a_len, b_start, b_len) -> tuple[pa.Array, pa.Array]:
-    """Gather two interleaved families of byte ranges (key/value, or header key/value) with one
-    ``take`` each; a length of -1 is null."""
-    n = a_start.shape[0]
-    if n == 0:
-        return pa.array([], pa.binary()), pa.array([], pa.binary())
-    bounds = np.empty(4 * n, np.int64)
-    bounds[0::4] = a_start
-    bounds[1::4] = a_start + np.maximum(a_len, 0)
-    bounds[2::4] = b_start
-    bounds[3::4] = b_start + np.maximum(b_len, 0)
-    sup = _super_array(data, bounds)
-    idx = np.arange(0, 4 * n, 4, dtype=np.int64)
-    a = sup.take(pa.array(idx, mask=a_len < 0))
-    b = sup.take(pa.array(idx + 2, mask=b_len < 0))
-    if a.type != pa.binary():
-        a, b = a.cast(pa.binary()), b.cast(pa.binary())
-    return a, b
-
-
-def _headers_column(data, arr, vstart, vlen, hcount) -> pa.Array:
+def _headers_column(arr, vstart, vlen, hcount) -> pa.Array:
     n = hcount.shape[0]
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(hcount, out=offsets[1:])
@@ -293,7 +284,7 @@ def _headers_column(data, arr, vstart, vlen, hcount) -> pa.Array:
         return pa.ListArray.from_arrays(pa.array(offsets), pa.array([], HEADER_TYPE))
     spans = np.empty((total, 4), np.int64)
     _kernels.parse_headers(arr, vstart, vlen, hcount, spans)
-    hk, hv = _gather_pairs(data, spans[:, 0], spans[:, 1], spans[:, 2], spans[:, 3])
+    hk, hv = _gather(arr, spans[:, 0], spans[:, 1]), _gather(arr, spans[:, 2], spans[:, 3])
     try:
         hk = hk.cast(pa.string())
     except pa.ArrowInvalid:

@@ -421,10 +421,11 @@ def _lz4_checked_block(bd: int, frame_block: memoryview) -> bytes:
 def _lz4_decompress(view: memoryview, max_size: int, magic: int) -> bytes:
     codec = CompressionType.LZ4
     n = len(view)
-    parts: list[Bytes] = []
-    total = 0
+    blocks: list[tuple[int, bool, bool, memoryview]] = []   # (BD, checksummed, raw, block)
+    bound = 0                                               # most bytes the blocks can expand to
+    frames = 0
     pos = 0
-    while True:  # one iteration per frame
+    while True:  # one iteration per frame: validate the structure first, decompress after
         # Lz4BlockInputStream.readHeader
         if n - pos < 7:
             raise _corrupt(codec, "stream ended prematurely (frame header)")
@@ -471,25 +472,38 @@ def _lz4_decompress(view: memoryview, max_size: int, magic: int) -> bytes:
             end = pos + 4 + size + (4 if block_checksum else 0)
             if end > n:
                 raise _corrupt(codec, "stream ended prematurely (block data)")
-            if block_checksum:
-                out: Bytes = _lz4_checked_block(bd, view[pos:end])
-            elif word & _LZ4_RAW_BIT:
-                out = view[pos + 4:end]
-            else:
-                # A block never decodes to more than the frame's block maximum size.
-                out = lz4.block.decompress(view[pos + 4:end], uncompressed_size=max_block)
+            blocks.append((bd, block_checksum, bool(word & _LZ4_RAW_BIT), view[pos:end]))
+            bound += size if word & _LZ4_RAW_BIT else max_block
             pos = end
-            total += len(out)
-            if total > max_size:
-                raise _too_large(codec, max_size)
-            if out:
-                parts.append(out)
+        frames += 1
         if pos == n:
             break
         # Kafka itself stops at the first end mark; a following frame is accepted only if it
         # starts with the LZ4 magic, anything else is corruption.
         if view[pos:pos + 4] != _LZ4_MAGIC:
             raise _corrupt(codec, f"{n - pos} trailing bytes after the LZ4 end mark")
+    if magic != 0 and frames == 1 and bound <= max_size:
+        # The frame is well-formed and cannot expand past the limit: let liblz4 decode it in
+        # one call into one buffer (HC and checksums were checked above or are checked by it).
+        try:
+            return lz4.frame.decompress(view)
+        except RuntimeError:
+            pass                # fall through to the block-by-block path for a precise error
+    parts: list[Bytes] = []
+    total = 0
+    for bd, checked, raw, block in blocks:
+        if checked:
+            out: Bytes = _lz4_checked_block(bd, block)
+        elif raw:
+            out = block[4:]
+        else:
+            # A block never decodes to more than the frame's block maximum size.
+            out = lz4.block.decompress(block[4:], uncompressed_size=1 << (2 * ((bd >> 4) & 7) + 8))
+        total += len(out)
+        if total > max_size:
+            raise _too_large(codec, max_size)
+        if out:
+            parts.append(out)
     return _join(parts) if parts else b""
 
 
@@ -516,15 +530,17 @@ def _zstd_compress(view: memoryview, level: int) -> bytes:
     return zstandard.ZstdCompressor(level=level).compress(view)
 
 
-def _zstd_walk(view: memoryview, max_size: int) -> None:
+def _zstd_walk(view: memoryview, max_size: int) -> bool:
     """Walk the frame and block headers (RFC 8878) so that truncation is detected - the streaming
     decoder silently stops at the end of its input - and declared content sizes can be checked
-    against ``max_size`` before anything is decompressed."""
+    against ``max_size`` before anything is decompressed. True when the payload is exactly one
+    frame that declares its content size."""
     codec = CompressionType.ZSTD
     n = len(view)
     if n == 0:
         raise _corrupt(codec, "empty payload")
     declared = 0
+    frames = sized = 0
     pos = 0
     while pos < n:
         if n - pos < 4:
@@ -551,7 +567,9 @@ def _zstd_walk(view: memoryview, max_size: int) -> None:
         pos = fcs_at + fcs_size
         if pos > n:
             raise _corrupt(codec, "truncated frame header")
+        frames += 1
         if fcs_size:
+            sized += 1
             content_size = int.from_bytes(view[fcs_at:pos], "little") + (256 if fcs_size == 2 else 0)
             declared += content_size
             if declared > max_size:
@@ -575,11 +593,17 @@ def _zstd_walk(view: memoryview, max_size: int) -> None:
             pos += 4
             if pos > n:
                 raise _corrupt(codec, "truncated content checksum")
+    return frames == 1 and sized == 1
 
 
 def _zstd_decompress(view: memoryview, max_size: int) -> bytes:
     codec = CompressionType.ZSTD
-    _zstd_walk(view, max_size)
+    if _zstd_walk(view, max_size):
+        # one frame whose declared size is within the limit: one call, one exact allocation
+        try:
+            return zstandard.ZstdDecompressor().decompress(view)
+        except zstandard.ZstdError as e:
+            raise _corrupt(codec, str(e)) from e
     parts: list[Bytes] = []
     total = 0
     # Frames may lack a content size (Kafka writes with a streaming compressor): decode
