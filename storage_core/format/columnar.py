@@ -305,7 +305,7 @@ def _binary_column(table: pa.Table, name: str, *, required: bool) -> pa.Array | 
         return None
     col = table.column(name)
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     t = col.type
     if pa.types.is_null(t):
         return pa.nulls(len(col), pa.binary())
@@ -389,13 +389,14 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                    transactional: bool = False, timestamp_type: int = CREATE_TIME,
                    log_append_time: int | None = None,
                    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                   compression_level: int | None = None, now_ms: int | None = None) -> bytearray:
+                   compression_level: int | None = None, now_ms: int | None = None) -> memoryview:
     """Encode Arrow columns ``value`` (required), ``key``, ``timestamp`` and ``headers`` into v2
     record batches of at most ``max_batch_bytes`` (a single larger record gets a batch of its
     own, as a producer does), offsets from ``base_offset``. Missing timestamps are "now".
 
-    Returns a ``bytearray``: bytes-like for files and sockets, and mutable so a log can assign
-    offsets in place as a broker does (baseOffset is outside the CRC)."""
+    Returns a writable ``memoryview`` of the batches: bytes-like for files, sockets, ``==`` and
+    ``bytes()``, and mutable so a log can assign offsets in place as a broker does (baseOffset is
+    outside the CRC). The records are laid out in their final place; nothing is copied after."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     codec = (CompressionType.from_name(compression) if isinstance(compression, str)
@@ -412,7 +413,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         raise InvalidConfigError(f"max_batch_bytes {max_batch_bytes} is too small for a batch")
     n = table.num_rows
     if n == 0:
-        return bytearray()
+        return memoryview(bytearray())
     now = int(time.time() * 1000) if now_ms is None else now_ms
     value = _binary_column(table, "value", required=True)
     key = _binary_column(table, "key", required=False)
@@ -451,8 +452,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     at = np.cumsum(rec_size) - rec_size + RECORD_BATCH_OVERHEAD * (batch_of + 1)
     batch_start = at[first] - RECORD_BATCH_OVERHEAD
     batch_end = np.append(batch_start[1:], int(rec_size.sum()) + RECORD_BATCH_OVERHEAD * nb)
-    result = bytearray(int(batch_end[-1]))
-    out = np.frombuffer(result, np.uint8)
+    out = np.empty(int(batch_end[-1]), np.uint8)   # every byte is written below
     _kernels.write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs,
                            vlen, hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen)
 
@@ -461,7 +461,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         max_ts[:] = log_append_time
     attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
                                transactional=transactional)
-    mv = memoryview(result)
+    mv = memoryview(out)
     parts: list = []
     for b in range(nb):
         start, end = int(batch_start[b]), int(batch_end[b])
@@ -499,6 +499,5 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
             parts.append(head)
             parts.append(payload)
     if not codec:
-        del mv
-        return result                       # headers were written in place: no copy
-    return bytearray().join(parts)
+        return mv                           # headers were written in place: no copy
+    return memoryview(bytearray().join(parts))

@@ -28,10 +28,10 @@ def segment(tmp_path: Path) -> Path:
     raw = encode_batches(pa.table({"key": [b"k0", None], "value": [b"v0", b"v1"],
                                    "timestamp": pa.array([1000, 2000], pa.int64())}),
                          producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
-    raw += end_transaction_marker_batch(EndTransactionMarker(ControlRecordType.COMMIT, 3),
+    raw = bytes(raw) + end_transaction_marker_batch(EndTransactionMarker(ControlRecordType.COMMIT, 3),
                                         offset=2, timestamp=3000, producer_id=7, producer_epoch=0)
     seg = part / "00000000000000000000.log"
-    seg.write_bytes(bytes(raw) + b"\x00" * 5)       # a torn tail, as after a crash
+    seg.write_bytes(raw + b"\x00" * 5)       # a torn tail, as after a crash
     return seg
 
 
