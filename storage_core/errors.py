@@ -58,3 +58,34 @@ class UnknownMagicError(CorruptRecordError, UnsupportedFormatError):
 
 class InvalidConfigError(KafkaLogError, ValueError):
     """A configuration or option value that is not allowed; the message names the option."""
+
+
+class CorruptIndexError(KafkaLogError):
+    """An index file fails Kafka's sanity checks (``CorruptIndexException``); the message names
+    the file. Recovery rebuilds the index from the log."""
+
+
+class InvalidOffsetError(KafkaLogError, ValueError):
+    """An offset that breaks the log's ordering (``InvalidOffsetException``): an index entry not
+    above the last one, an append below the log end offset."""
+
+
+class OffsetOverflowError(KafkaLogError, ValueError):
+    """An offset too far from its segment's base offset to fit the 32-bit relative offsets of
+    the indexes (``IndexOffsetOverflowException`` / ``LogSegmentOffsetOverflowException``)."""
+
+
+class OffsetOutOfRangeError(KafkaLogError, ValueError):
+    """A read or truncation outside ``[log start offset, log end offset]``; names both bounds."""
+
+
+class CorruptSnapshotError(KafkaLogError):
+    """A producer-state ``.snapshot`` file with a bad version, CRC or length."""
+
+
+class InvalidTopicError(KafkaLogError, ValueError):
+    """A topic or partition name Kafka would refuse, or one that would leave the data dir."""
+
+
+class LogLockedError(KafkaLogError):
+    """Another process holds the partition's writer lock."""
