@@ -1,0 +1,134 @@
+"""LogConfig: a partition's configuration, with Kafka's topic property names and defaults
+(``LogConfig.java``; kafka_format.md §17).
+
+Python code uses the snake_case fields; ``from_properties`` / ``to_properties`` speak Kafka's
+dotted names (``segment.bytes``), which is also how per-topic overrides are stored on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping
+
+from .errors import InvalidConfigError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+FSYNC_MODES = ("always", "policy")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    cleanup_policy: str = "delete"
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    message_timestamp_type: str = "CreateTime"
+    max_message_bytes: int = 1048588
+    preallocate: bool = False
+    file_delete_delay_ms: int = 60000
+    compression_type: str = "producer"
+    producer_id_expiration_ms: int = 86400000
+    # kafkalog's own: "always" fsyncs every append (the recovery point follows every append);
+    # "policy" flushes by flush.messages / flush.ms, as a broker does (by default: never, the
+    # OS writes back, and close() or an explicit flush() makes it durable).
+    fsync: str = "policy"
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, value: Any, rule: str) -> None:
+            if not ok:
+                raise InvalidConfigError(f"Invalid value {value!r} for configuration {name}: {rule}")
+
+        need(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, "must be at least 14")
+        need(self.segment_bytes <= INT_MAX, "segment.bytes", self.segment_bytes, "must fit an int")
+        need(self.segment_ms >= 1, "segment.ms", self.segment_ms, "must be at least 1")
+        need(self.segment_jitter_ms >= 0, "segment.jitter.ms", self.segment_jitter_ms, "must be >= 0")
+        need(self.segment_index_bytes >= 4, "segment.index.bytes", self.segment_index_bytes,
+             "must be at least 4")
+        need(self.index_interval_bytes >= 0, "index.interval.bytes", self.index_interval_bytes,
+             "must be >= 0")
+        need(self.flush_messages >= 1, "flush.messages", self.flush_messages, "must be at least 1")
+        need(self.flush_ms >= 0, "flush.ms", self.flush_ms, "must be >= 0")
+        need(self.retention_ms >= -1, "retention.ms", self.retention_ms, "must be >= -1")
+        policies = {p.strip() for p in self.cleanup_policy.split(",") if p.strip()}
+        need(bool(policies) and policies <= {"delete", "compact"}, "cleanup.policy",
+             self.cleanup_policy, "must be a list of delete and compact")
+        need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio",
+             self.min_cleanable_dirty_ratio, "must be between 0 and 1")
+        need(self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
+             "message.timestamp.type", self.message_timestamp_type,
+             "must be CreateTime or LogAppendTime")
+        need(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, "must be >= 0")
+        need(self.compression_type in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"),
+             "compression.type", self.compression_type,
+             "must be producer, uncompressed, gzip, snappy, lz4 or zstd")
+        need(self.fsync in FSYNC_MODES, "fsync", self.fsync, f"must be one of {', '.join(FSYNC_MODES)}")
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def max_index_size(self) -> int:
+        return self.segment_index_bytes
+
+    def with_changes(self, **changes: Any) -> "LogConfig":
+        return replace(self, **changes)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
+        """Kafka's dotted names (``segment.bytes``) to a config; unknown names are refused with
+        the list of known ones, values are converted and validated."""
+        base = base or cls()
+        known = {f.name.replace("_", "."): f for f in fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, raw in props.items():
+            f = known.get(key)
+            if f is None:
+                raise InvalidConfigError(
+                    f"Unknown configuration {key!r}; known: {', '.join(sorted(known))}")
+            changes[f.name] = _convert(key, raw, type(getattr(base, f.name)))
+        return replace(base, **changes)
+
+    def to_properties(self, *, only_changed: bool = False) -> dict[str, str]:
+        default = LogConfig()
+        out = {}
+        for name, value in asdict(self).items():
+            if only_changed and getattr(default, name) == value:
+                continue
+            out[name.replace("_", ".")] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+def _convert(key: str, raw: Any, kind: type) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(text)
+            return text == "true"
+        if kind is int:
+            return int(str(raw).strip())
+        if kind is float:
+            return float(str(raw).strip())
+        return str(raw).strip()
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {key}: "
+                                 f"expected {kind.__name__}") from None

@@ -1,0 +1,153 @@
+"""The time index ``.timeindex`` (Kafka's ``TimeIndex``, kafka_format.md §9).
+
+12-byte big-endian entries ``(int64 timestamp, int32 offset - baseOffset)``. An entry ``(T, O)``
+says the largest timestamp in the segment up to the batch ending at ``O`` is ``T``, so any
+record with a timestamp above ``T`` comes after ``O``. Timestamps strictly increase along the
+file; the last entry is the segment's max timestamp (written on roll/close), and the last slot
+of a preallocated file is kept free for it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CorruptIndexError, InvalidOffsetError
+from .abstract_index import AbstractIndex, IndexFullError
+
+__all__ = ["TimeIndex", "TimestampOffset"]
+
+NO_TIMESTAMP = -1   # RecordBatch.NO_TIMESTAMP
+_ENTRY = struct.Struct(">qi")
+_INT64 = np.iinfo(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """A timestamp and the offset at or after which records may carry larger timestamps."""
+
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """Mirrors ``org.apache.kafka.storage.internals.log.TimeIndex``. See :class:`AbstractIndex`
+    for opening, preallocation and the error types; a timestamp below the last entry's raises
+    ``ValueError`` (Kafka's ``IllegalStateException``)."""
+
+    ENTRY_SIZE = 12
+    _DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+    _NATIVE_DTYPE = np.dtype([("timestamp", "=i8"), ("relative_offset", "=i4")])
+    _KIND = "time index"
+
+    _last_entry: TimestampOffset
+
+    def _refresh_last(self) -> None:
+        # Kafka's lastEntryFromIndexFile(); also after resize(), as TimeIndex.resize does
+        if self._entries == 0:
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        else:
+            self._last_entry = self._parse(self._entries - 1)
+
+    def _parse(self, n: int) -> TimestampOffset:
+        assert self._mm is not None
+        timestamp, rel = _ENTRY.unpack_from(self._mm, n * self.ENTRY_SIZE)
+        return TimestampOffset(timestamp, self._base_offset + rel)
+
+    def is_full(self) -> bool:
+        """One slot short of the capacity: the last one is reserved for the entry written when the
+        segment rolls or closes (``maybe_append(..., skip_full_check=True)``)."""
+        return self._entries >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        return self._last_entry
+
+    def entry(self, n: int) -> TimestampOffset:
+        """The n-th entry, with its absolute offset."""
+        with self._lock:
+            self._check_open()
+            self._check_slot(n)
+            return self._parse(n)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= ``target_timestamp``; ``(-1, base_offset)`` if
+        there is none."""
+        with self._lock:
+            self._check_open()
+            slot = self._search("timestamp", target_timestamp, "right") - 1
+            if slot < 0:
+                return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+            return self._parse(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append ``(timestamp, offset)`` if the timestamp is above the last entry's (an empty
+        index's last entry is ``(-1, base)``, so ``timestamp <= -1`` is never indexed and an
+        equal timestamp is silently skipped: that is the roll/close call repeating the last
+        entry). Kafka's checks, in order: full (unless ``skip_full_check``) -> IndexFullError;
+        offset below the last entry's -> InvalidOffsetError; timestamp below -> ValueError."""
+        with self._lock:
+            self._check_open()
+            if not skip_full_check and self.is_full():
+                raise IndexFullError(f"Attempt to append to a full time index {self._path} "
+                                     f"(size = {self._entries})")
+            last = self._last_entry
+            if self._entries != 0 and offset < last.offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {self._entries} no larger "
+                    f"than the last offset appended ({last.offset}) to {self._path}")
+            if self._entries != 0 and timestamp < last.timestamp:
+                raise ValueError(
+                    f"Attempt to append a timestamp ({timestamp}) to slot {self._entries} no "
+                    f"larger than the last timestamp appended ({last.timestamp}) to {self._path}")
+            if timestamp <= last.timestamp:
+                return
+            if timestamp > _INT64.max:
+                raise ValueError(f"Timestamp {timestamp} does not fit the int64 timestamps of "
+                                 f"{self._path}")
+            rel = self.relative_offset(offset)
+            if self._entries >= self.max_entries:
+                # even skip_full_check needs a physical slot (Kafka: BufferOverflowException)
+                raise IndexFullError(f"No slot left in time index {self._path} "
+                                     f"(size = {self._entries})")
+            self._check_writable()
+            assert self._mm is not None
+            _ENTRY.pack_into(self._mm, self._entries * self.ENTRY_SIZE, timestamp, rel)
+            self._entries += 1
+            self._last_entry = TimestampOffset(timestamp, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset`` (Kafka searches the offset field here).
+        Offsets along a time index never decrease, but two entries may share one (a larger
+        timestamp for the same last offset); this drops both, where Kafka's binary search may
+        keep one."""
+        with self._lock:
+            self._check_open()
+            self._truncate_to_entries(
+                self._search("relative_offset", offset - self._base_offset, "left"))
+
+    def sanity_check(self) -> None:
+        """CorruptIndexError naming the file if the last timestamp is below the first, the last
+        offset below the base offset, or the length not a multiple of 12."""
+        with self._lock:
+            self._check_open()
+            last = self._last_entry
+            if self._entries != 0:
+                first_timestamp = self._parse(0).timestamp
+                if last.timestamp < first_timestamp:
+                    raise CorruptIndexError(
+                        f"Corrupt time index found, time index file ({self._path}) has non-zero "
+                        f"size but the last timestamp is {last.timestamp} which is less than the "
+                        f"first timestamp {first_timestamp}")
+                if last.offset < self._base_offset:
+                    raise CorruptIndexError(
+                        f"Corrupt time index found, time index file ({self._path}) has non-zero "
+                        f"size but the last offset is {last.offset} which is less than the first "
+                        f"offset {self._base_offset}")
+            if self._length % self.ENTRY_SIZE != 0:
+                raise CorruptIndexError(
+                    f"Time index file {self._path} is corrupt, found {self._length} bytes which "
+                    f"is neither positive nor a multiple of {self.ENTRY_SIZE}")

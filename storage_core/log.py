@@ -1,0 +1,551 @@
+"""Log: one ``topic-partition`` directory (Kafka's ``UnifiedLog`` and ``LocalLog``).
+
+The public API the rest of kafkalog and its users call::
+
+    with Log.open("/data/kafkalog/orders-0") as log:
+        info = log.append(pa.table({"key": keys, "value": values}))
+        table = log.read(log.offsets_for_times(t0), max_bytes=1 << 20)
+
+One process at a time may write a partition (an advisory lock on the directory, a clear error
+for a second writer); any number may read it, also while it is appended to, rolled or truncated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                          OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name)
+from .config import LogConfig
+from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
+                     LogLockedError, OffsetOutOfRangeError, RecordTooLargeError)
+from .format import decode_run, empty_table, encode_batches
+from .format.log_input_stream import LogInputStream
+from .format.record_batch import LOG_APPEND_TIME, set_last_offset, set_max_timestamp
+from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                      TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, offset_from_filename)
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote (Kafka's ``LogAppendInfo``)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    num_batches: int
+    num_records: int
+    valid_bytes: int
+    log_append_time: int = -1
+
+
+class Log:
+    """One partition directory. Open with ``Log.open``; close (or use ``with``) when done."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, read_only: bool = False,
+                 clock: Clock = _wall_ms) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_topic_partition_dir(self.dir.name)
+        validate_topic_name(self.topic)
+        self.config = config
+        self.read_only = read_only
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._dir_fd = -1
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self._log_end_offset = 0
+        self._unflushed = 0
+        self._last_flush_ms = clock()
+        self._closed = False
+
+    # ---------------------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], config: LogConfig | None = None, *,
+             read_only: bool = False, create: bool = True, clock: Clock = _wall_ms) -> "Log":
+        """Open (creating it if needed) the partition directory ``path`` and load it: temporary
+        files of an interrupted clean or delete are resolved, missing indexes rebuilt, and
+        everything after the recovery point is validated; an invalid tail is truncated."""
+        path = Path(path)
+        parse_topic_partition_dir(path.name)           # refuse a bad name before making anything
+        validate_topic_name(parse_topic_partition_dir(path.name)[0])
+        if not path.exists():
+            if read_only or not create:
+                raise FileNotFoundError(f"No partition directory at {path}")
+            path.mkdir(parents=True)
+        elif not path.is_dir():
+            raise KafkaLogError(f"{path} is not a directory")
+        log_ = cls(path, config or LogConfig(), read_only=read_only, clock=clock)
+        try:
+            if not read_only:
+                log_._acquire_writer_lock()
+            log_._load()
+        except BaseException:
+            log_._release()
+            raise
+        return log_
+
+    def _acquire_writer_lock(self) -> None:
+        # flock on the directory itself: no extra file for a broker to trip over, released by
+        # the kernel if the process dies.
+        self._dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+            raise LogLockedError(f"{self.dir} is already open for writing by another process "
+                                 f"(open it with read_only=True to read while it writes)") from None
+
+    def _release(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+    def _checkpoint(self, name: str) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(self.dir.parent / name)
+
+    def _load(self) -> None:
+        """``LogLoader.load``, for one partition."""
+        if not self.read_only:
+            self._remove_temp_files()
+        key = (self.topic, self.partition)
+        try:
+            recovery_point = self._checkpoint(RECOVERY_POINT_CHECKPOINT).read().get(key, 0)
+            start_checkpoint = self._checkpoint(LOG_START_OFFSET_CHECKPOINT).read().get(key, 0)
+        except (OSError, KafkaLogError) as e:
+            # as LogManager does: an unreadable checkpoint means "recover everything"
+            log.warning("Ignoring unreadable checkpoint in %s: %s", self.dir.parent, e)
+            recovery_point, start_checkpoint = 0, 0
+        logs = sorted(p for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX))
+        live = {offset_from_filename(p.name) for p in logs}
+        if not self.read_only:
+            for p in self.dir.iterdir():
+                if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and \
+                        offset_from_filename(p.name) not in live:
+                    log.info("Deleting orphaned index file %s", p)
+                    p.unlink()
+        for p in logs:
+            base = offset_from_filename(p.name)
+            index_missing = not p.with_suffix(INDEX_SUFFIX).exists()
+            seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
+                                  preallocate=False)
+            self._segments.append(seg)
+            if index_missing and not self.read_only:
+                log.info("Rebuilding the missing index of %s", p)
+                seg.recover()
+        self._bases = [s.base_offset for s in self._segments]
+        if not self.read_only:
+            self._recover_from(recovery_point)
+        if not self._segments:
+            if self.read_only:
+                self._log_end_offset = start_checkpoint
+                self.log_start_offset = start_checkpoint
+                self.recovery_point = start_checkpoint
+                return
+            self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
+        self._log_end_offset = self._segments[-1].read_next_offset()
+        if self._log_end_offset < start_checkpoint and not self.read_only:
+            # everything below the log start offset was deleted: start afresh there
+            for seg in list(self._segments):
+                seg.delete()
+            self._segments, self._bases = [], []
+            self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
+            self._log_end_offset = start_checkpoint
+        self.log_start_offset = max(start_checkpoint, self._segments[0].base_offset)
+        self.recovery_point = min(max(recovery_point, self.log_start_offset), self._log_end_offset)
+        if not self.read_only:
+            active = self._segments[-1]
+            active.offset_index.resize(self.config.segment_index_bytes)
+            active.time_index.resize(self.config.segment_index_bytes)
+
+    def _remove_temp_files(self) -> None:
+        """``removeTempFilesAndCollectSwapFiles`` and the swap completion of ``LogLoader``."""
+        cleaned, swaps = [], []
+        for p in list(self.dir.iterdir()):
+            if p.name.endswith(DELETED_SUFFIX):
+                p.unlink()
+            elif p.name.endswith(CLEANED_SUFFIX):
+                cleaned.append(p)
+            elif p.name.endswith(SWAP_SUFFIX):
+                swaps.append(p)
+        min_cleaned = min((offset_from_filename(p.name) for p in cleaned), default=None)
+        for p in cleaned:
+            p.unlink()
+        kept = []
+        for p in swaps:
+            if min_cleaned is not None and offset_from_filename(p.name) >= min_cleaned:
+                p.unlink()                 # an incomplete split (KAFKA-6264)
+            else:
+                kept.append(p)
+        swap_logs = [p for p in kept if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+        if swap_logs:
+            bases = [offset_from_filename(p.name) for p in swap_logs]
+            ends = []
+            for p in swap_logs:
+                seg = LogSegment.open(self.dir, offset_from_filename(p.name), self.config,
+                                      file_suffix=SWAP_SUFFIX, preallocate=False)
+                ends.append(seg.read_next_offset())
+                seg.close()
+            lo, hi = min(bases), max(ends)
+            for p in list(self.dir.iterdir()):
+                if not p.name.endswith(SWAP_SUFFIX) and p.name[:20].isdigit() and \
+                        lo <= offset_from_filename(p.name) < hi:
+                    p.unlink()           # the segments the cleaner replaced
+        for p in kept:
+            p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """``LogLoader.recoverLog``: validate every segment from the one holding the recovery
+        point; the first invalid batch truncates the log there and drops every later segment."""
+        if not self._segments:
+            return
+        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for i in range(start, len(self._segments)):
+            seg = self._segments[i]
+            if seg.read_next_offset() <= recovery_point and i < len(self._segments) - 1:
+                continue
+            truncated = seg.recover()
+            if truncated > 0:
+                for later in self._segments[i + 1:]:
+                    log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
+                    later.delete()
+                del self._segments[i + 1:]
+                break
+        self._bases = [s.base_offset for s in self._segments]
+
+    # ---------------------------------------------------------------------------- offsets
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """No replicas here: everything appended is committed, so the high watermark is the log
+        end offset."""
+        return self._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _segment_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    # ---------------------------------------------------------------------------- append
+
+    def append(self, records: pa.Table | pa.RecordBatch, *, compression: str | None = None,
+               max_batch_bytes: int | None = None) -> AppendInfo:
+        """Encode an Arrow table (``value``; optional ``key``, ``timestamp``, ``headers``) into
+        batches and append them with offsets from the log end offset."""
+        codec = compression or self._default_compression()
+        limit = max_batch_bytes or min(self.config.max_message_bytes, 1 << 20)
+        raw = encode_batches(records, compression=codec, max_batch_bytes=limit,
+                             base_offset=self._log_end_offset, now_ms=self.clock())
+        return self.append_raw(raw, assign_offsets=True)
+
+    def _default_compression(self) -> str:
+        t = self.config.compression_type
+        return "none" if t in ("producer", "uncompressed") else t
+
+    def append_raw(self, batches, *, assign_offsets: bool = True) -> AppendInfo:
+        """Append already-encoded v2 batches. With ``assign_offsets`` the log numbers them from
+        its end offset by patching each batch's baseOffset (outside the CRC, as a broker does);
+        otherwise their offsets must continue the log. Every batch is validated first (CRC,
+        records, ``max.message.bytes``); nothing is written unless all of them are valid."""
+        self._check_writable()
+        buf = bytearray(batches)
+        with self._lock:
+            infos = list(LogInputStream(buf, verify=True))
+            consumed = infos[-1].position + infos[-1].size if infos else 0
+            if consumed != len(buf):
+                raise CorruptRecordError(f"append of {len(buf)} bytes ends with "
+                                         f"{len(buf) - consumed} bytes that are not a whole batch",
+                                         position=consumed)
+            if not infos:
+                return AppendInfo(-1, -1, -1, -1, 0, 0, 0)
+            now = self.clock()
+            next_offset = self._log_end_offset
+            lat = self.config.message_timestamp_type == "LogAppendTime"
+            max_ts, shallow, records = -1, -1, 0
+            for b in infos:
+                if b.magic != 2:
+                    raise InvalidConfigError(
+                        f"only record batches of magic 2 can be appended (found magic {b.magic} at "
+                        f"position {b.position})")
+                if b.size > self.config.max_message_bytes:
+                    raise RecordTooLargeError(
+                        f"The batch at position {b.position} is {b.size} bytes, larger than "
+                        f"max.message.bytes {self.config.max_message_bytes}")
+                h = b.header
+                if assign_offsets:
+                    set_last_offset(buf, b.position, next_offset + h.last_offset_delta)
+                elif h.base_offset < next_offset:
+                    raise InvalidOffsetError(
+                        f"Out of order offsets: batch at position {b.position} starts at "
+                        f"{h.base_offset}, below the log end offset {next_offset} of {self.dir}")
+                if lat:
+                    set_max_timestamp(buf, b.position, LOG_APPEND_TIME, now)
+                base = next_offset if assign_offsets else h.base_offset
+                next_offset = base + h.last_offset_delta + 1
+                ts = now if lat else h.max_timestamp
+                if ts > max_ts:
+                    max_ts, shallow = ts, base + h.last_offset_delta
+                records += h.records_count
+            # records inside each batch must decode (the broker's LogValidator does the same)
+            decode_run(buf, verify_crc=False)
+            first = self._log_end_offset if assign_offsets else infos[0].header.base_offset
+            last = next_offset - 1
+            if len(buf) > self.config.segment_bytes:
+                raise RecordTooLargeError(
+                    f"Message batch size is {len(buf)} bytes in append to partition {self.dir.name} "
+                    f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+            seg = self._maybe_roll(len(buf), max_ts, last, first, now)
+            seg.append(last, max_ts, shallow, buf)
+            self._log_end_offset = last + 1
+            self._unflushed += records
+            self._flush_per_policy(now)
+            return AppendInfo(first, last, max_ts, shallow, len(infos), records, len(buf),
+                              now if lat else -1)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int,
+                    now: int) -> LogSegment:
+        seg = self._segments[-1]
+        if seg.should_roll(incoming_bytes=size, max_timestamp_in_messages=max_ts,
+                           max_offset_in_messages=last_offset, now_ms=now):
+            return self.roll(max(first_offset, self._log_end_offset))
+        return seg
+
+    def roll(self, new_base: int | None = None) -> LogSegment:
+        """Start a new active segment at ``new_base`` (default: the log end offset)."""
+        self._check_writable()
+        with self._lock:
+            new_base = self._log_end_offset if new_base is None else new_base
+            active = self._segments[-1]
+            if active.base_offset == new_base and active.size == 0:
+                return active
+            for p in (self.dir / f"{new_base:020d}{s}" for s in
+                      (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+                if p.exists():
+                    log.warning("Deleting %s before rolling to it", p)
+                    p.unlink()
+            active.on_become_inactive_segment()
+            if self.config.fsync == "always":
+                active.flush()
+            seg = LogSegment.open(self.dir, new_base, self.config)
+            self._add_segment(seg)
+            return seg
+
+    # ---------------------------------------------------------------------------- flush
+
+    def _flush_per_policy(self, now: int) -> None:
+        c = self.config
+        if (c.fsync == "always" or self._unflushed >= c.flush_messages
+                or now - self._last_flush_ms >= c.flush_ms):
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync every segment above the recovery point and the directory, then advance the
+        recovery point to the log end offset (only a real fsync moves it)."""
+        self._check_writable()
+        with self._lock:
+            for seg in self._segments[self._segment_for(self.recovery_point):]:
+                seg.flush()
+            os.fsync(self._dir_fd)
+            self.recovery_point = self._log_end_offset
+            self._unflushed = 0
+            self._last_flush_ms = self.clock()
+
+    # ---------------------------------------------------------------------------- read
+
+    def read_raw(self, offset: int, *, max_bytes: int = 1 << 20,
+                 min_one_message: bool = True) -> bytes:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes`` of them (one
+        larger first batch is let through with ``min_one_message``), continuing into the next
+        segments until the budget is spent; a broker's fetch stops at a segment's end, a reader
+        here does not need to."""
+        with self._lock:
+            if not self.log_start_offset <= offset <= self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"Offset {offset} is out of range for {self.dir.name}: the log holds "
+                    f"[{self.log_start_offset}, {self._log_end_offset})")
+            segments = self._segments[self._segment_for(offset):]
+        parts: list[bytes] = []
+        budget = max_bytes
+        for seg in segments:
+            got = seg.read(offset, budget, min_one_message=min_one_message and not parts)
+            if got is None or not got[1]:
+                continue
+            parts.append(got[1])
+            budget -= len(got[1])
+            if budget <= 0:
+                break
+        return b"".join(parts) if len(parts) != 1 else parts[0]
+
+    def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
+             isolation: str = "read_uncommitted") -> pa.Table:
+        """Records from ``offset`` (up to about ``max_bytes`` of batches, at least one batch),
+        as an Arrow table in ``storage_core.format.SCHEMA``, control records left out."""
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise InvalidConfigError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+        raw = self.read_raw(offset, max_bytes=max_bytes)
+        if not raw:
+            return empty_table()
+        table = decode_run(raw, source=str(self.dir)).table
+        upper = self.high_watermark if isolation == "read_uncommitted" else self.last_stable_offset
+        if max_offset is not None:
+            upper = min(upper, max_offset)
+        offsets = table.column("offset")
+        keep = pc.and_(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, upper)),
+                       pc.invert(table.column("isControl")))
+        return table.filter(keep)
+
+    def offsets_for_times(self, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is at or after ``timestamp``, as Kafka's
+        ListOffsets answers it; None if every record is older."""
+        with self._lock:
+            segments = list(self._segments)
+        # UnifiedLog.fetchOffsetByTimestamp: the first segment whose largest timestamp reaches it
+        target = next((s for s in segments if s.largest_timestamp >= timestamp), None)
+        if target is None:
+            return None
+        found = target.find_offset_by_timestamp(timestamp, max(self.log_start_offset, target.base_offset))
+        return None if found is None else found.offset
+
+    # ---------------------------------------------------------------------------- truncation
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or above ``offset`` (``UnifiedLog.truncateTo``)."""
+        self._check_writable()
+        with self._lock:
+            if offset < 0:
+                raise OffsetOutOfRangeError(f"Cannot truncate {self.dir.name} to negative offset {offset}")
+            if offset >= self._log_end_offset:
+                return
+            if offset < self._segments[0].base_offset:
+                for seg in self._segments:
+                    seg.delete()
+                self._segments, self._bases = [], []
+                self._add_segment(LogSegment.open(self.dir, offset, self.config))
+                self.log_start_offset = offset
+            else:
+                keep = self._segment_for(offset)
+                for seg in self._segments[keep + 1:]:
+                    seg.delete()
+                del self._segments[keep + 1:]
+                self._bases = self._bases[:keep + 1]
+                self._segments[-1].truncate_to(offset)
+            self._log_end_offset = self._segments[-1].read_next_offset()
+            self.recovery_point = min(self.recovery_point, self._log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (``deleteRecords``) and delete every
+        segment wholly below it. Returns the new log start offset."""
+        self._check_writable()
+        with self._lock:
+            if offset > self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"Cannot advance the log start offset of {self.dir.name} to {offset}: "
+                    f"the log end offset is {self._log_end_offset}")
+            if offset <= self.log_start_offset:
+                return self.log_start_offset
+            self.log_start_offset = offset
+            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+                seg = self._segments.pop(0)
+                self._bases.pop(0)
+                seg.change_file_suffixes("", DELETED_SUFFIX)
+                seg.delete()
+            self._write_checkpoints()
+            return offset
+
+    # ---------------------------------------------------------------------------- close
+
+    def _write_checkpoints(self) -> None:
+        key = (self.topic, self.partition)
+        for name, value in ((RECOVERY_POINT_CHECKPOINT, self.recovery_point),
+                            (LOG_START_OFFSET_CHECKPOINT, self.log_start_offset)):
+            cp = self._checkpoint(name)
+            # other partitions of the data dir may be written by other processes: serialise
+            # the read-modify-write of the shared file on the data directory's lock
+            parent_fd = os.open(self.dir.parent, os.O_RDONLY)
+            try:
+                fcntl.flock(parent_fd, fcntl.LOCK_EX)
+                try:
+                    entries = cp.read()
+                except (OSError, KafkaLogError):
+                    entries = {}
+                if name == LOG_START_OFFSET_CHECKPOINT and value <= self._segments[0].base_offset:
+                    entries.pop(key, None)      # Kafka lists only logs whose start moved past
+                else:
+                    entries[key] = value
+                cp.write(entries)
+            finally:
+                os.close(parent_fd)
+
+    def close(self) -> None:
+        """Flush, write the recovery-point and log-start checkpoints, trim the active segment's
+        indexes and release the writer lock."""
+        if self._closed:
+            return
+        with self._lock:
+            try:
+                if not self.read_only:
+                    self.flush()
+                    self._write_checkpoints()
+            finally:
+                self._closed = True
+                self._release()
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise KafkaLogError(f"{self.dir} is closed")
+        if self.read_only:
+            raise KafkaLogError(f"{self.dir} was opened read-only")
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir}, start={self.log_start_offset}, end={self._log_end_offset}, "
+                f"segments={len(self._segments)})")

@@ -1,0 +1,429 @@
+"""LogSegment: one ``.log`` file and its indexes (Kafka's ``LogSegment``, ``FileRecords``).
+
+A segment appends whole runs of batches, indexes them with Kafka's exact interval rule, finds
+offsets and timestamps through its indexes, recovers itself by validating every batch and
+rebuilding its indexes, and knows when it should roll. Reads go through a read-only map of the
+file, so they never block the writer and see exactly the bytes appended so far.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator
+
+from .config import LogConfig
+from .errors import CorruptRecordError, OffsetOverflowError, RecordTooLargeError
+from .format.log_input_stream import BatchInfo, LogInputStream
+from .format.record_batch import HEADER_SIZE_UP_TO_MAGIC
+from .index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+_CHUNK = 1 << 20
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+
+def filename_prefix(offset: int) -> str:
+    """``LogFileUtils.filenamePrefixFromOffset``: 20 digits, zero padded."""
+    return f"{offset:020d}"
+
+
+def offset_from_filename(name: str) -> int:
+    return int(name[:name.index(".")])
+
+
+def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> dict[str, Path]:
+    prefix = filename_prefix(base_offset)
+    return {kind: directory / f"{prefix}{kind}{suffix}"
+            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetPosition:
+    """Where a batch is: the first batch whose last offset is at or above a target."""
+
+    offset: int          # that batch's last offset
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+class LogSegment:
+    """One segment. Create with ``LogSegment.open``; not thread-safe for writers (the Log holds
+    the lock), safe for concurrent readers."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
+                 writable: bool = True, file_suffix: str = "", preallocate: bool | None = None,
+                 created_ms: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        paths = segment_paths(self.directory, base_offset, file_suffix)
+        self.log_path = paths[LOG_SUFFIX]
+        exists = self.log_path.exists()
+        prealloc = config.preallocate if preallocate is None else preallocate
+        if writable:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o666)
+            size = os.fstat(self._fd).st_size
+            if not exists and prealloc:
+                # FileRecords.openChannel: preallocate the segment, track the logical size
+                os.posix_fallocate(self._fd, 0, config.segment_bytes)
+                size = 0
+        else:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+            size = os.fstat(self._fd).st_size
+        self._size = size
+        self._preallocated = writable and not exists and prealloc
+        self.offset_index = OffsetIndex(paths[INDEX_SUFFIX], base_offset, config.segment_index_bytes,
+                                        writable=writable)
+        self.time_index = TimeIndex(paths[TIME_INDEX_SUFFIX], base_offset, config.segment_index_bytes,
+                                    writable=writable)
+        self.txn_index = TransactionIndex(paths[TXN_INDEX_SUFFIX], base_offset)
+        self.bytes_since_last_index_entry = 0
+        self.rolling_based_timestamp: int | None = None
+        self.created_ms = created_ms if created_ms is not None else int(os.stat(self.log_path).st_mtime * 1000)
+        jitter = config.segment_jitter_ms
+        self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(2**31) % min(jitter, config.segment_ms)
+        self._max_ts: tuple[int, int] | None = None    # (max timestamp so far, its shallow offset)
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, config: LogConfig, **kwargs) -> "LogSegment":
+        return cls(directory, base_offset, config, **kwargs)
+
+    # -------------------------------------------------------------------------------- state
+
+    @property
+    def size(self) -> int:
+        """Bytes of batches in the ``.log`` (the logical size when preallocated)."""
+        return self._size
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        """``size`` bytes of the log from ``position`` (fewer at the end). Reads are positioned
+        reads, never a map: a concurrent truncation can shorten a read, never crash it."""
+        size = max(0, min(size, self._size - position))
+        return os.pread(self._fd, size, position) if size else b""
+
+    def _walk(self, start: int = 0, end: int | None = None, *, verify: bool = False
+              ) -> Iterator[tuple[BatchInfo, bytes, int]]:
+        """Batches from ``start`` as ``(info relative to chunk, chunk, chunk's file position)``,
+        read a megabyte at a time; a batch larger than that is read on its own."""
+        end = self._size if end is None else min(end, self._size)
+        pos = start
+        while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+            chunk = os.pread(self._fd, min(_CHUNK, end - pos), pos)
+            stream = LogInputStream(chunk, 0, len(chunk), verify=verify, source=str(self.log_path))
+            try:
+                found = False
+                for b in stream:
+                    found = True
+                    yield b, chunk, pos
+            except CorruptRecordError as e:
+                raise e.located(source=str(self.log_path), base_position=pos) from e.__cause__
+            if found:
+                pos += stream.position
+                continue
+            size = struct.unpack_from(">i", chunk, 8)[0] + 12
+            if size <= len(chunk) or pos + size > end:
+                return                      # a partial batch at the end
+            big = os.pread(self._fd, size, pos)
+            try:
+                b = next(iter(LogInputStream(big, 0, size, verify=verify, source=str(self.log_path))))
+            except CorruptRecordError as e:
+                raise e.located(source=str(self.log_path), base_position=pos) from e.__cause__
+            yield b, big, pos
+            pos += size
+
+    def batches(self, start_position: int = 0, *, verify: bool = False) -> Iterator[BatchInfo]:
+        """Shallow walk of the batches from ``start_position``, with file positions."""
+        for b, _, base in self._walk(start_position, verify=verify):
+            yield replace(b, position=b.position + base) if base else b
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampAndOffset:
+        if self._max_ts is None:
+            last = self.time_index.last_entry
+            self._max_ts = (last.timestamp, last.offset)
+        return TimestampAndOffset(*self._max_ts)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The segment's largest timestamp, else the file's mtime (``LogSegment.largestTimestamp``)."""
+        ts = self.max_timestamp_so_far.timestamp
+        return ts if ts >= 0 else int(os.stat(self.log_path).st_mtime * 1000)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, found by scanning from the last index entry."""
+        start = self.offset_index.lookup(2**63 - 1).position
+        nxt = self.base_offset
+        for b in self.batches(start):
+            nxt = b.next_offset
+        return nxt
+
+    # -------------------------------------------------------------------------------- append
+
+    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
+               records) -> None:
+        """``LogSegment.append``: the bytes of one or more whole batches, whose last offset is
+        ``largest_offset``. Indexed when more than ``index.interval.bytes`` were appended since the
+        last entry (checked before counting this append: a segment's first append is never
+        indexed)."""
+        n = len(records) if not isinstance(records, memoryview) else records.nbytes
+        if n == 0:
+            return
+        position = self._size
+        if position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        if not 0 <= largest_offset - self.base_offset <= INT_MAX:
+            raise OffsetOverflowError(
+                f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
+        if position + n > INT_MAX:
+            raise RecordTooLargeError(f"Appending {n} bytes would overflow {self.log_path}")
+        _write_all(self._fd, records, position)
+        self._size = position + n
+        mts = self.max_timestamp_so_far
+        if largest_timestamp > mts.timestamp:
+            self._max_ts = (largest_timestamp, shallow_offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            ts, off = self._max_ts if self._max_ts is not None else (-1, self.base_offset)
+            self.time_index.maybe_append(ts, off)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+
+    def update_txn_index(self, txn: AbortedTxn) -> None:
+        self.txn_index.append(txn)
+
+    # -------------------------------------------------------------------------------- lookups
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch at or after the index's hint whose last offset is >= ``offset``."""
+        start = max(self.offset_index.lookup(offset).position, starting_position)
+        for b in self.batches(start):
+            if b.last_offset >= offset:
+                return LogOffsetPosition(b.last_offset, b.position, b.size)
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = True) -> tuple[int, bytes] | None:
+        """Whole batches from the one holding ``start_offset`` (it may begin below it), at most
+        ``max_size`` bytes unless ``min_one_message`` lets a single larger first batch through.
+        Returns ``(position, bytes)`` or None past the end."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        limit = self._size if max_position is None else min(max_position, self._size)
+        if max_size == 0 and not min_one_message:
+            return found.position, b""
+        end = found.position
+        for b in self.batches(found.position):
+            if b.position + b.size > limit:
+                break
+            if b.position + b.size - found.position > max_size and not (
+                    min_one_message and end == found.position):
+                break
+            end = b.position + b.size
+        return found.position, self.read_bytes(found.position, end - found.position)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None
+                                 ) -> TimestampAndOffset | None:
+        """``LogSegment.findOffsetByTimestamp``: the first record with timestamp >= ``timestamp``
+        (and offset >= ``starting_offset``), via the time index then a scan."""
+        from .format.log_input_stream import batch_records
+
+        starting_offset = self.base_offset if starting_offset is None else starting_offset
+        hint = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(max(hint.offset, starting_offset)).position
+        for b, chunk, _ in self._walk(start):
+            if b.max_timestamp >= timestamp:
+                for r in batch_records(chunk, b):
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:
+                        epoch = b.header.partition_leader_epoch if b.header is not None else None
+                        return TimestampAndOffset(r.timestamp, r.offset,
+                                                  epoch if epoch is not None and epoch >= 0 else None)
+        return None
+
+    # -------------------------------------------------------------------------------- recovery
+
+    def recover(self, on_batch=None) -> int:
+        """``LogSegment.recover``: validate every batch, rebuild the offset and time indexes per
+        batch, stop at the first invalid one and truncate the log there. ``on_batch(view, info)``
+        sees each valid batch (producer state, leader epochs). Returns the bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        valid = 0
+        last_index_entry = 0
+        max_ts, max_off = -1, self.base_offset
+        from .format.log_input_stream import batch_records
+
+        try:
+            for b, chunk, base in self._walk(0, verify=True):
+                if not 0 <= b.last_offset - self.base_offset <= INT_MAX:
+                    raise CorruptRecordError(f"offset {b.last_offset} overflows segment {self.base_offset}",
+                                             position=base + b.position)
+                if b.magic < 2:
+                    batch_records(chunk, b)       # legacy: the CRC check is per message
+                if b.max_timestamp > max_ts:
+                    max_ts, max_off = b.max_timestamp, b.last_offset
+                if valid - last_index_entry > self.config.index_interval_bytes:
+                    self.offset_index.append(b.last_offset, valid)
+                    self.time_index.maybe_append(max_ts, max_off)
+                    last_index_entry = valid
+                valid += b.size
+                if on_batch is not None:
+                    on_batch(chunk, b)
+        except CorruptRecordError as e:
+            log.warning("Found invalid batch in %s at position %d: %s; truncating", self.log_path,
+                        valid, e.reason)
+        truncated = self._size - valid
+        if truncated > 0:
+            log.warning("Truncating %s from %d to %d bytes", self.log_path, self._size, valid)
+        self._truncate_file(valid)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._max_ts = (max_ts, max_off)
+        self.bytes_since_last_index_entry = 0
+        return truncated
+
+    def _truncate_file(self, size: int) -> None:
+        if self.writable:
+            os.ftruncate(self._fd, size)
+        self._size = size
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch from the one containing ``offset``; returns the bytes removed."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+        if found is None:
+            return 0
+        removed = self._size - found.position
+        self._truncate_file(found.position)
+        if self._size == 0:
+            self.rolling_based_timestamp = None
+        self._max_ts = None
+        if self.time_index.entries == 0:
+            self._max_ts = (-1, self.base_offset)
+        self.bytes_since_last_index_entry = 0
+        return removed
+
+    # -------------------------------------------------------------------------------- roll
+
+    def should_roll(self, *, incoming_bytes: int, max_timestamp_in_messages: int,
+                    max_offset_in_messages: int, now_ms: int) -> bool:
+        """``LogSegment.shouldRoll``."""
+        c = self.config
+        max_segment_ms = c.segment_ms
+        if c.compact and c.max_compaction_lag_ms > 0:
+            max_segment_ms = min(c.max_compaction_lag_ms, c.segment_ms)
+        reached_roll_ms = (self._size > 0 and
+                           self._time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                           > max_segment_ms - self.roll_jitter_ms)
+        return (self._size > c.segment_bytes - incoming_bytes or reached_roll_ms
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or not 0 <= max_offset_in_messages - self.base_offset <= INT_MAX)
+
+    def _time_waited_for_roll(self, now_ms: int, message_ts: int) -> int:
+        if self.rolling_based_timestamp is None:
+            first = next(iter(self.batches()), None)
+            self.rolling_based_timestamp = first.max_timestamp if first is not None else -1
+        if self.rolling_based_timestamp >= 0:
+            return message_ts - self.rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: final time-index entry, indexes and log trimmed to their real size."""
+        mts = self.max_timestamp_so_far
+        self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._trim_preallocation()
+
+    def _trim_preallocation(self) -> None:
+        if self.writable and self._preallocated:
+            os.ftruncate(self._fd, self._size)
+            self._preallocated = False
+
+    # -------------------------------------------------------------------------------- files
+
+    def flush(self) -> None:
+        if self.writable:
+            os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        if self.writable:
+            mts = self.max_timestamp_so_far
+            if mts.timestamp >= 0:
+                self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+            self._trim_preallocation()
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment (``.deleted``, ``.cleaned``, ``.swap``)."""
+        def renamed(p: Path) -> Path:
+            name = p.name[:-len(old_suffix)] if old_suffix and p.name.endswith(old_suffix) else p.name
+            return p.with_name(name + new_suffix)
+
+        if self.log_path.exists():
+            target = renamed(self.log_path)
+            os.rename(self.log_path, target)
+            self.log_path = target
+        for idx in (self.offset_index, self.time_index, self.txn_index):
+            idx.rename_to(renamed(idx.path))
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path})"
+
+
+def _write_all(fd: int, data, position: int) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.pwrite(fd, view, position)
+        position += n
+        view = view[n:]
+
+
+__all__ = ["LogSegment", "LogOffsetPosition", "TimestampAndOffset", "filename_prefix",
+           "offset_from_filename", "segment_paths"]
