@@ -22,23 +22,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                          RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name)
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
                      LogLockedError, OffsetOutOfRangeError, RecordTooLargeError)
 from .format import decode_run, empty_table, encode_batches
 from .format.log_input_stream import LogInputStream
-from .format.record_batch import LOG_APPEND_TIME, set_last_offset, set_max_timestamp
+from .format.record_batch import (LOG_APPEND_TIME, set_last_offset, set_max_timestamp,
+                                  set_partition_leader_epoch)
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, offset_from_filename)
+                      TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
+                      offset_from_filename)
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
+
+# ListOffsets' special timestamps (``ListOffsetsRequest``)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
 
 
 def _wall_ms() -> int:
@@ -80,6 +90,16 @@ class Log:
         self._unflushed = 0
         self._last_flush_ms = clock()
         self._closed = False
+        self._force_full_recovery = False
+        try:
+            self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        except CorruptCheckpointError as e:
+            # rebuilt from the batches' leader epochs by a full recovery
+            log.warning("Ignoring corrupt %s: %s; recovering the whole log", LEADER_EPOCH_CHECKPOINT, e)
+            if not read_only:
+                (self.dir / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
+            self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+            self._force_full_recovery = True
 
     # ---------------------------------------------------------------------------- opening
 
@@ -160,6 +180,8 @@ class Log:
                 log.info("Rebuilding the missing index of %s", p)
                 seg.recover()
         self._bases = [s.base_offset for s in self._segments]
+        if self._force_full_recovery:
+            recovery_point = 0
         if not self.read_only:
             self._recover_from(recovery_point)
         if not self._segments:
@@ -230,7 +252,7 @@ class Log:
             seg = self._segments[i]
             if seg.read_next_offset() <= recovery_point and i < len(self._segments) - 1:
                 continue
-            truncated = seg.recover()
+            truncated = seg.recover(on_batch=self._note_epoch)
             if truncated > 0:
                 for later in self._segments[i + 1:]:
                     log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
@@ -238,6 +260,13 @@ class Log:
                 del self._segments[i + 1:]
                 break
         self._bases = [s.base_offset for s in self._segments]
+
+    def _note_epoch(self, _buf, batch) -> None:
+        h = batch.header
+        if h is not None and h.partition_leader_epoch >= 0:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or h.partition_leader_epoch > latest:
+                self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
 
     # ---------------------------------------------------------------------------- offsets
 
@@ -286,11 +315,18 @@ class Log:
         t = self.config.compression_type
         return "none" if t in ("producer", "uncompressed") else t
 
-    def append_raw(self, batches, *, assign_offsets: bool = True) -> AppendInfo:
-        """Append already-encoded v2 batches. With ``assign_offsets`` the log numbers them from
-        its end offset by patching each batch's baseOffset (outside the CRC, as a broker does);
-        otherwise their offsets must continue the log. Every batch is validated first (CRC,
-        records, ``max.message.bytes``); nothing is written unless all of them are valid."""
+    def append_raw(self, batches, *, assign_offsets: bool = True,
+                   leader_epoch: int | None = None) -> AppendInfo:
+        """Append already-encoded v2 batches.
+
+        With ``assign_offsets`` (a producer's append, Kafka's leader path) the log numbers them
+        from its end offset by patching each batch's baseOffset (outside the CRC, as a broker
+        does), checks each batch's records are numbered 0..n-1, refuses control batches and
+        empty batches, and on a compacted topic records without a key. Without it (a replica's
+        or a copy's append) their offsets must continue the log and increase. ``leader_epoch``
+        is stamped into every batch and recorded in the leader-epoch cache. Every batch is
+        validated first (CRC, records, ``max.message.bytes``): nothing is written unless all are
+        valid."""
         self._check_writable()
         buf = bytearray(batches)
         with self._lock:
@@ -302,11 +338,18 @@ class Log:
                                          position=consumed)
             if not infos:
                 return AppendInfo(-1, -1, -1, -1, 0, 0, 0)
+            if len(buf) > self.config.segment_bytes:
+                raise RecordTooLargeError(
+                    f"Message batch size is {len(buf)} bytes in append to partition {self.dir.name} "
+                    f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+            # every record must decode (the broker's LogValidator reads them all too)
+            records_table = decode_run(buf, verify_crc=False).table
             now = self.clock()
             next_offset = self._log_end_offset
             lat = self.config.message_timestamp_type == "LogAppendTime"
             max_ts, shallow, records = -1, -1, 0
-            for b in infos:
+            row = 0
+            for i, b in enumerate(infos):
                 if b.magic != 2:
                     raise InvalidConfigError(
                         f"only record batches of magic 2 can be appended (found magic {b.magic} at "
@@ -317,11 +360,14 @@ class Log:
                         f"max.message.bytes {self.config.max_message_bytes}")
                 h = b.header
                 if assign_offsets:
+                    self._validate_client_batch(b, records_table, row)
                     set_last_offset(buf, b.position, next_offset + h.last_offset_delta)
                 elif h.base_offset < next_offset:
                     raise InvalidOffsetError(
-                        f"Out of order offsets: batch at position {b.position} starts at "
-                        f"{h.base_offset}, below the log end offset {next_offset} of {self.dir}")
+                        f"Out of order offsets: batch {i} at position {b.position} starts at "
+                        f"{h.base_offset}, below the expected offset {next_offset} of {self.dir}")
+                if leader_epoch is not None:
+                    set_partition_leader_epoch(buf, b.position, leader_epoch)
                 if lat:
                     set_max_timestamp(buf, b.position, LOG_APPEND_TIME, now)
                 base = next_offset if assign_offsets else h.base_offset
@@ -330,35 +376,58 @@ class Log:
                 if ts > max_ts:
                     max_ts, shallow = ts, base + h.last_offset_delta
                 records += h.records_count
-            # records inside each batch must decode (the broker's LogValidator does the same)
-            decode_run(buf, verify_crc=False)
+                row += h.records_count
             first = self._log_end_offset if assign_offsets else infos[0].header.base_offset
             last = next_offset - 1
-            if len(buf) > self.config.segment_bytes:
-                raise RecordTooLargeError(
-                    f"Message batch size is {len(buf)} bytes in append to partition {self.dir.name} "
-                    f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
             seg = self._maybe_roll(len(buf), max_ts, last, first, now)
             seg.append(last, max_ts, shallow, buf)
+            for b in LogInputStream(buf):
+                self._note_epoch(buf, b)
             self._log_end_offset = last + 1
             self._unflushed += records
             self._flush_per_policy(now)
             return AppendInfo(first, last, max_ts, shallow, len(infos), records, len(buf),
                               now if lat else -1)
 
+    def _validate_client_batch(self, b, records: pa.Table, row: int) -> None:
+        """``LogValidator`` for a producer's batch: no control batches, at least one record,
+        records numbered 0..n-1, keys on compacted topics."""
+        h = b.header
+        where = f"batch at position {b.position} of the append to {self.dir.name}"
+        if h.is_control:
+            raise CorruptRecordError(f"Control records are not allowed from clients ({where})",
+                                     position=b.position)
+        if h.records_count == 0:
+            raise CorruptRecordError(f"Batch without records is not allowed ({where})",
+                                     position=b.position)
+        offsets = records.column("offset").slice(row, h.records_count).to_numpy()
+        if not np.array_equal(offsets - h.base_offset, np.arange(h.records_count)) or \
+                h.last_offset_delta != h.records_count - 1:
+            raise CorruptRecordError(
+                f"Inner record offsets of the {where} are not sequential 0..{h.records_count - 1}",
+                position=b.position)
+        if self.config.compact:
+            keys = records.column("key").slice(row, h.records_count)
+            if keys.null_count:
+                index = int(np.flatnonzero(keys.is_null().to_numpy(zero_copy_only=False))[0])
+                raise CorruptRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition "
+                    f"{self.dir.name} (record {index} of the {where})", position=b.position)
+
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int,
                     now: int) -> LogSegment:
         seg = self._segments[-1]
         if seg.should_roll(incoming_bytes=size, max_timestamp_in_messages=max_ts,
                            max_offset_in_messages=last_offset, now_ms=now):
-            return self.roll(max(first_offset, self._log_end_offset))
+            return self.roll(first_offset)
         return seg
 
-    def roll(self, new_base: int | None = None) -> LogSegment:
-        """Start a new active segment at ``new_base`` (default: the log end offset)."""
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log end offset)``
+        (``LocalLog.roll``); an empty active segment at that offset is kept as it is."""
         self._check_writable()
         with self._lock:
-            new_base = self._log_end_offset if new_base is None else new_base
+            new_base = max(expected_next_offset or 0, self._log_end_offset)
             active = self._segments[-1]
             if active.base_offset == new_base and active.size == 0:
                 return active
@@ -441,14 +510,34 @@ class Log:
     def offsets_for_times(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is at or after ``timestamp``, as Kafka's
         ListOffsets answers it; None if every record is older."""
+        found = self.fetch_offset_by_timestamp(timestamp)
+        return None if found is None else found.offset
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """``UnifiedLog.fetchOffsetByTimestamp``, with ListOffsets' special timestamps:
+        -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the largest
+        timestamp; otherwise the first record at or after ``timestamp`` with its leader epoch."""
         with self._lock:
             segments = list(self._segments)
-        # UnifiedLog.fetchOffsetByTimestamp: the first segment whose largest timestamp reaches it
+            start, end = self.log_start_offset, self._log_end_offset
+        cache = self.leader_epoch_cache
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(-1, start, cache.epoch_for_offset(start))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, end, cache.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp_so_far.timestamp, default=None)
+            if best is None or best.max_timestamp_so_far.timestamp < 0:
+                return None
+            # the index keeps the batch; Kafka answers with the record carrying the maximum
+            return best.find_offset_by_timestamp(best.max_timestamp_so_far.timestamp, start)
+        if timestamp < 0:
+            raise InvalidConfigError(f"Invalid timestamp {timestamp} for a ListOffsets lookup")
+        # the first segment whose largest timestamp reaches it
         target = next((s for s in segments if s.largest_timestamp >= timestamp), None)
         if target is None:
             return None
-        found = target.find_offset_by_timestamp(timestamp, max(self.log_start_offset, target.base_offset))
-        return None if found is None else found.offset
+        return target.find_offset_by_timestamp(timestamp, max(start, target.base_offset))
 
     # ---------------------------------------------------------------------------- truncation
 
@@ -475,6 +564,7 @@ class Log:
                 self._segments[-1].truncate_to(offset)
             self._log_end_offset = self._segments[-1].read_next_offset()
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (``deleteRecords``) and delete every
@@ -488,6 +578,7 @@ class Log:
             if offset <= self.log_start_offset:
                 return self.log_start_offset
             self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
             while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
                 seg = self._segments.pop(0)
                 self._bases.pop(0)

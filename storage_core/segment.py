@@ -159,9 +159,15 @@ class LogSegment:
 
     @property
     def max_timestamp_so_far(self) -> TimestampAndOffset:
+        """Loaded lazily as Kafka's ``loadLargestTimestamp``: the time index's last entry, then
+        a scan of the batches after it for anything larger."""
         if self._max_ts is None:
             last = self.time_index.last_entry
-            self._max_ts = (last.timestamp, last.offset)
+            ts, off = last.timestamp, last.offset
+            for b in self.batches(self.offset_index.lookup(last.offset).position):
+                if b.max_timestamp > ts:
+                    ts, off = b.max_timestamp, b.last_offset
+            self._max_ts = (ts, off)
         return TimestampAndOffset(*self._max_ts)
 
     @property
@@ -326,9 +332,7 @@ class LogSegment:
         self._truncate_file(found.position)
         if self._size == 0:
             self.rolling_based_timestamp = None
-        self._max_ts = None
-        if self.time_index.entries == 0:
-            self._max_ts = (-1, self.base_offset)
+        self._max_ts = None                 # reloaded from the index and the remaining batches
         self.bytes_since_last_index_entry = 0
         return removed
 
