@@ -141,11 +141,16 @@ class Log:
                                  f"(open it with read_only=True to read while it writes)") from None
 
     def _release(self) -> None:
-        for seg in self._segments:
-            seg.close()
-        if self._dir_fd >= 0:
-            os.close(self._dir_fd)
-            self._dir_fd = -1
+        try:
+            for seg in self._segments:
+                try:
+                    seg.close()
+                except (OSError, KafkaLogError, ValueError) as e:
+                    log.warning("Closing %s: %s", seg.log_path, e)
+        finally:
+            if self._dir_fd >= 0:
+                os.close(self._dir_fd)       # releases the writer lock whatever happened
+                self._dir_fd = -1
 
     def _checkpoint(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.dir.parent / name)
@@ -172,13 +177,13 @@ class Log:
                     p.unlink()
         for p in logs:
             base = offset_from_filename(p.name)
-            index_missing = not p.with_suffix(INDEX_SUFFIX).exists()
-            seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
-                                  preallocate=False)
-            self._segments.append(seg)
-            if index_missing and not self.read_only:
-                log.info("Rebuilding the missing index of %s", p)
-                seg.recover()
+            if not p.with_suffix(INDEX_SUFFIX).exists() and not self.read_only:
+                # Kafka's sanity check: a missing offset index means recovering the segment;
+                # recovering it with the rest keeps the consequences of what it truncates
+                log.info("The index of %s is missing: recovering from it", p)
+                recovery_point = min(recovery_point, base)
+            self._segments.append(LogSegment.open(self.dir, base, self.config,
+                                                  writable=not self.read_only, preallocate=False))
         self._bases = [s.base_offset for s in self._segments]
         if self._force_full_recovery:
             recovery_point = 0
@@ -250,8 +255,9 @@ class Log:
         start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         for i in range(start, len(self._segments)):
             seg = self._segments[i]
-            if seg.read_next_offset() <= recovery_point and i < len(self._segments) - 1:
-                continue
+            end = None if seg.indexes_preallocated() else seg.clean_end()
+            if end is not None and end <= recovery_point:
+                continue                    # closed cleanly and intact: nothing to recover
             truncated = seg.recover(on_batch=self._note_epoch)
             if truncated > 0:
                 for later in self._segments[i + 1:]:
@@ -481,12 +487,13 @@ class Log:
         budget = max_bytes
         for seg in segments:
             got = seg.read(offset, budget, min_one_message=min_one_message and not parts)
-            if got is None or not got[1]:
+            if got is None:
                 continue
-            parts.append(got[1])
-            budget -= len(got[1])
-            if budget <= 0:
-                break
+            position, data = got
+            parts.append(data)
+            budget -= len(data)
+            if budget <= 0 or position + len(data) < seg.size:
+                break                       # out of budget inside this segment: no skipping
         return b"".join(parts) if len(parts) != 1 else parts[0]
 
     def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,

@@ -176,6 +176,33 @@ class LogSegment:
         ts = self.max_timestamp_so_far.timestamp
         return ts if ts >= 0 else int(os.stat(self.log_path).st_mtime * 1000)
 
+    def clean_end(self) -> int | None:
+        """The next offset if the segment ends cleanly (every batch from the last index entry
+        readable, no bytes after the last one), else None: what decides whether a segment at
+        the recovery point needs recovering."""
+        try:
+            start = self.offset_index.lookup(2**63 - 1).position
+            nxt, end = self.base_offset, start
+            for b in self.batches(start):
+                nxt, end = b.next_offset, b.position + b.size
+        except (CorruptRecordError, ValueError):
+            return None
+        return nxt if end == self._size else None
+
+    def indexes_preallocated(self) -> bool:
+        """True when an index file still has its preallocated length: the writer that had this
+        segment active never closed it (close and roll trim the indexes), so its entry count
+        cannot be trusted. Serves kafkalog as a per-partition clean-shutdown marker."""
+        full = self.config.segment_index_bytes
+        for idx in (self.offset_index, self.time_index):
+            try:
+                size = os.stat(idx.path).st_size
+            except FileNotFoundError:
+                continue
+            if size and size == full - full % idx.ENTRY_SIZE:
+                return True
+        return False
+
     def read_next_offset(self) -> int:
         """The offset after the last batch, found by scanning from the last index entry."""
         start = self.offset_index.lookup(2**63 - 1).position
@@ -292,7 +319,10 @@ class LogSegment:
                     batch_records(chunk, b)       # legacy: the CRC check is per message
                 if b.max_timestamp > max_ts:
                     max_ts, max_off = b.max_timestamp, b.last_offset
-                if valid - last_index_entry > self.config.index_interval_bytes:
+                if valid - last_index_entry > self.config.index_interval_bytes and \
+                        not self.offset_index.is_full() and not self.time_index.is_full():
+                    # per batch, recovery can want more entries than the live per-append
+                    # indexing made; an index is sparse, so a full one just stops growing
                     self.offset_index.append(b.last_offset, valid)
                     self.time_index.maybe_append(max_ts, max_off)
                     last_index_entry = valid
@@ -382,12 +412,14 @@ class LogSegment:
         self.time_index.flush()
         self.txn_index.flush()
 
-    def close(self) -> None:
+    def close(self, *, final_entries: bool = True) -> None:
+        """Close the files; a writable segment first gets its final time-index entry and loses
+        its preallocation (``final_entries=False`` skips both: a segment being deleted)."""
         if self._fd < 0:
             return
-        if self.writable:
+        if self.writable and final_entries:
             mts = self.max_timestamp_so_far
-            if mts.timestamp >= 0:
+            if mts.timestamp >= 0 and self.time_index.entries < self.time_index.max_entries:
                 self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
             self._trim_preallocation()
         self.offset_index.close()
@@ -410,7 +442,7 @@ class LogSegment:
             idx.rename_to(renamed(idx.path))
 
     def delete(self) -> None:
-        self.close()
+        self.close(final_entries=False)
         for p in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(p)

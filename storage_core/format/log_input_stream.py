@@ -96,11 +96,11 @@ class LogInputStream:
             raise CorruptRecordError(
                 f"Found record size {size} which exceeds the largest allowable message size "
                 f"({self.max_batch_size})", position=pos, source=self.source)
+        if pos > end - LOG_OVERHEAD - size:
+            return None                 # as FileLogInputStream: the end before the magic
         if magic > 2 or magic < 0:
             raise UnknownMagicError(f"Invalid magic found in record: {magic}", position=pos,
                                     source=self.source, offset=offset)
-        if pos > end - LOG_OVERHEAD - size:
-            return None
         total = LOG_OVERHEAD + size
         try:
             if magic == 2:
