@@ -821,9 +821,6 @@ def test_recover_full_validates_below_the_recovery_point(tmp_path: Path) -> None
     assert OffsetCheckpointFile(part.parent / "recovery-point-offset-checkpoint").read() == {("orders", 0): 5}
 
 
-@pytest.mark.xfail(strict=False, reason="storage_core.log: Log._recover_from calls "
-                   "read_next_offset() on the active segment before recover(), so a zero-filled "
-                   "tail (size field 0 < 14) makes Log.open raise instead of truncating")
 def test_recover_truncates_a_zero_filled_tail(tmp_path: Path) -> None:
     """Kafka's LogSegment.recover catches the CorruptRecordException of a zero-filled tail (as a
     power loss leaves on many file systems) and truncates it."""
