@@ -1,14 +1,15 @@
-"""kafkalog demo: Kafka's record format, written and read without a broker.
+"""kafkalog demo: Kafka topic directories written and read without a broker.
 
-Until the storage engine and the Spark layers land, the demo shows the format layer end to end:
-it encodes a generated event stream into a Kafka segment file with each codec, reads it back
-column-wise into Arrow, checks it against an independent view (the batch-by-batch walk) and
-prints the file as Kafka's own dump tool would.
+Until the Spark layers land, the demo shows the storage engine end to end: a generated event
+stream is appended to a three-partition topic (Kafka segment, index and checkpoint files, zstd
+batches), one hour of it is found again through Kafka's time index, the data directory is
+described and verified, and a segment is printed as Kafka's own dump tool would.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,10 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage_core.format import decode_batches, encode_batches, iter_batches
+from storage_core.config import LogConfig
+from storage_core.log import Log
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("KAFKALOG_DEMO_DIR", ROOT / "demo-data"))
+PARTITIONS = 3
 
 
 def events(n: int, start_ms: int) -> pa.Table:
@@ -29,50 +32,61 @@ def events(n: int, start_ms: int) -> pa.Table:
     users = rng.integers(0, 1000, n)
     amounts = rng.integers(1, 50_000, n)
     ts = start_ms + np.sort(rng.integers(0, 3_600_000, n))
-    values = [f'{{"user":{u},"amount_cents":{a}}}'.encode() for u, a in zip(users, amounts)]
     return pa.table({
         "key": pa.array([f"user-{u}".encode() for u in users], pa.binary()),
-        "value": pa.array(values, pa.binary()),
+        "value": pa.array([f'{{"user":{u},"amount_cents":{a}}}'.encode()
+                           for u, a in zip(users, amounts)], pa.binary()),
         "timestamp": pa.array(ts, pa.timestamp("ms", tz="UTC")),
         "headers": pa.array([[{"key": "source", "value": b"demo"}]] * n,
                             pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        "user": pa.array(users),
     })
 
 
-def main() -> int:
-    n = 200_000
-    t0 = 1_700_000_000_000
-    table = events(n, t0)
-    print(f"kafkalog demo: {n:,} generated order events, one hour of event time\n")
-    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-        part = DATA / f"orders-{codec}-0"
-        part.mkdir(parents=True, exist_ok=True)
-        seg = part / "00000000000000000000.log"
-        start = time.perf_counter()
-        raw = encode_batches(table, compression=codec, max_batch_bytes=256 * 1024)
-        seg.write_bytes(raw)
-        enc_s = time.perf_counter() - start
-        start = time.perf_counter()
-        back = decode_batches(seg.read_bytes(), source=str(seg))
-        dec_s = time.perf_counter() - start
-        batches = sum(1 for _ in iter_batches(raw))
-        assert back.num_rows == n and back.column("value").equals(table.column("value"))
-        print(f"  {codec:>6}: {len(raw) / 1e6:6.2f} MB in {batches:3d} batches  "
-              f"encode {n / enc_s / 1e6:4.1f} M rec/s  decode {n / dec_s / 1e6:4.1f} M rec/s  -> {seg}")
+def kafkalog(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True,
+                          text=True, check=True).stdout
 
-    seg = DATA / "orders-zstd-0" / "00000000000000000000.log"
-    table = decode_batches(seg.read_bytes())
-    lo = pa.scalar(t0 + 600_000, pa.timestamp("ms", tz="UTC"))
-    hi = pa.scalar(t0 + 660_000, pa.timestamp("ms", tz="UTC"))
-    window = table.filter(pc.and_(pc.greater_equal(table["timestamp"], lo), pc.less(table["timestamp"], hi)))
-    print(f"\nTime window 00:10-00:11 of the zstd topic: {window.num_rows:,} records, offsets "
-          f"{pc.min(window['offset']).as_py()}..{pc.max(window['offset']).as_py()}")
-    print("\nThe first batch, as Kafka's kafka-dump-log.sh would print it:")
-    out = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--files", str(seg),
-                          "--deep-iteration"], capture_output=True, text=True, check=True).stdout
-    print("\n".join(out.splitlines()[:5]))
-    print(f"\nVerify every file:   {Path(sys.executable).parent / 'kafkalog'} verify {DATA}")
-    print(f"Dump with payloads:  kafkalog dump --files {seg} --print-data-log")
+
+def main() -> int:
+    n, t0 = 300_000, 1_700_000_000_000
+    table = events(n, t0)
+    shutil.rmtree(DATA, ignore_errors=True)
+    config = LogConfig(segment_bytes=512 << 10, compression_type="zstd")
+    print(f"kafkalog demo: {n:,} order events over one hour, topic 'orders', {PARTITIONS} partitions\n")
+
+    start = time.perf_counter()
+    part_of = table.column("user").to_numpy() % PARTITIONS        # keyed by user
+    for p in range(PARTITIONS):
+        rows = table.filter(pa.array(part_of == p)).drop_columns(["user"])
+        with Log.open(DATA / f"orders-{p}", config) as log:
+            for chunk in rows.to_batches(max_chunksize=20_000):   # as micro-batches arrive
+                log.append(pa.Table.from_batches([chunk]))
+            print(f"  orders-{p}: offsets {log.log_start_offset}..{log.log_end_offset - 1} "
+                  f"in {len(log.segments)} segments")
+    print(f"  appended in {time.perf_counter() - start:.1f} s -> {DATA}\n")
+
+    lo, hi = t0 + 600_000, t0 + 660_000
+    print("Time travel: 00:10-00:11, found through each partition's .timeindex")
+    found = 0
+    for p in range(PARTITIONS):
+        with Log.open(DATA / f"orders-{p}", read_only=True) as log:
+            first = log.offsets_for_times(lo)
+            end = log.offsets_for_times(hi) or log.log_end_offset
+            got = log.read(first, max_bytes=4 << 20, max_offset=end)
+            ts = got.column("timestamp").cast(pa.int64())
+            assert pc.min(ts).as_py() >= lo and pc.max(ts).as_py() < hi
+            found += got.num_rows
+            print(f"  orders-{p}: offsets {first}..{end - 1}, {got.num_rows:,} records")
+    print(f"  {found:,} records in the window\n")
+
+    print("kafkalog describe (the topic directory, as a broker would see it):")
+    print("\n".join(kafkalog("describe", str(DATA)).splitlines()[:12]))
+    print("\nkafkalog verify: " + kafkalog("verify", str(DATA)).splitlines()[-1])
+    seg = sorted((DATA / "orders-0").glob("*.log"))[0]
+    print("\nThe first batch of orders-0, as Kafka's kafka-dump-log.sh prints it:")
+    print("\n".join(kafkalog("dump", "--files", str(seg), "--deep-iteration").splitlines()[:4]))
+    print(f"\nTry: {Path(sys.executable).parent / 'kafkalog'} dump --files {seg} --print-data-log | head")
     return 0
 
 

@@ -233,14 +233,22 @@ class LogSegment:
         _write_all(self._fd, records, position)
         self._size = position + n
         mts = self.max_timestamp_so_far
+        running = (mts.timestamp, mts.offset)        # the segment's max timestamp, batch by batch
         if largest_timestamp > mts.timestamp:
             self._max_ts = (largest_timestamp, shallow_offset_of_max_timestamp)
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            ts, off = self._max_ts if self._max_ts is not None else (-1, self.base_offset)
-            self.time_index.maybe_append(ts, off)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+        # Index batch by batch, with the same interval rule: a multi-batch append (a whole
+        # micro-batch) then gets the index a leader's one-batch appends would have, which is
+        # also exactly what recovery rebuilds and what kafka-dump-log.sh verifies.
+        interval = self.config.index_interval_bytes
+        for b in LogInputStream(records):
+            if b.max_timestamp > running[0]:
+                running = (b.max_timestamp, b.last_offset)
+            if self.bytes_since_last_index_entry > interval and not self.offset_index.is_full() \
+                    and not self.time_index.is_full():
+                self.offset_index.append(b.last_offset, position + b.position)
+                self.time_index.maybe_append(*running)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += b.size
 
     def update_txn_index(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)

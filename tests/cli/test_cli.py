@@ -95,4 +95,5 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(demo)], capture_output=True, text=True, timeout=300,
                          env={"KAFKALOG_DEMO_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
-    assert "Time window" in out.stdout and "baseOffset: 0" in out.stdout
+    assert "Time travel" in out.stdout and "records in the window" in out.stdout
+    assert "baseOffset: 0" in out.stdout and "files valid" in out.stdout
