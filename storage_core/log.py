@@ -33,12 +33,16 @@ from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
                      LogLockedError, OffsetOutOfRangeError, RecordTooLargeError)
 from .format import decode_run, empty_table, encode_batches
+from .format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
 from .format.log_input_stream import LogInputStream
 from .format.record_batch import (LOG_APPEND_TIME, set_last_offset, set_max_timestamp,
                                   set_partition_leader_epoch)
+from .index import AbortedTxn
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
                       offset_from_filename)
+from .producer_snapshot import read_snapshot
+from .producer_state import AppendOrigin, ProducerStateEntry, ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,31 @@ class AppendInfo:
     log_append_time: int = -1
 
 
+def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
+    """True for the transactional records lying inside an aborted transaction of their
+    producer (``[first_offset, ABORT marker]``): one ``searchsorted`` per aborted producer over
+    the whole columns, never a loop over records."""
+    offsets = table.column("offset").to_numpy()
+    pids = table.column("producerId").to_numpy()
+    txnal = table.column("isTransactional").to_numpy(zero_copy_only=False)
+    mask = np.zeros(len(offsets), dtype=bool)
+    by_pid: dict[int, list[AbortedTxn]] = {}
+    for t in aborted:
+        by_pid.setdefault(t.producer_id, []).append(t)
+    for pid, txns in by_pid.items():
+        txns.sort(key=lambda t: t.first_offset)
+        firsts = np.fromiter((t.first_offset for t in txns), np.int64, len(txns))
+        lasts = np.fromiter((t.last_offset for t in txns), np.int64, len(txns))
+        rows = np.flatnonzero((pids == pid) & txnal)
+        if not rows.size:
+            continue
+        o = offsets[rows]
+        i = np.searchsorted(firsts, o, side="right") - 1
+        hit = (i >= 0) & (o <= lasts[np.maximum(i, 0)])
+        mask[rows[hit]] = True
+    return mask
+
+
 class Log:
     """One partition directory. Open with ``Log.open``; close (or use ``with``) when done."""
 
@@ -91,6 +120,9 @@ class Log:
         self._last_flush_ms = clock()
         self._closed = False
         self._force_full_recovery = False
+        self._unsynced_snapshots: list[Path] = []
+        self.producer_state = ProducerStateManager(
+            self.dir, producer_id_expiration_ms=config.producer_id_expiration_ms)
         try:
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         except CorruptCheckpointError as e:
@@ -160,13 +192,8 @@ class Log:
         if not self.read_only:
             self._remove_temp_files()
         key = (self.topic, self.partition)
-        try:
-            recovery_point = self._checkpoint(RECOVERY_POINT_CHECKPOINT).read().get(key, 0)
-            start_checkpoint = self._checkpoint(LOG_START_OFFSET_CHECKPOINT).read().get(key, 0)
-        except (OSError, KafkaLogError) as e:
-            # as LogManager does: an unreadable checkpoint means "recover everything"
-            log.warning("Ignoring unreadable checkpoint in %s: %s", self.dir.parent, e)
-            recovery_point, start_checkpoint = 0, 0
+        recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT, key)
+        start_checkpoint = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT, key)
         logs = sorted(p for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX))
         live = {offset_from_filename(p.name) for p in logs}
         if not self.read_only:
@@ -188,12 +215,13 @@ class Log:
         if self._force_full_recovery:
             recovery_point = 0
         if not self.read_only:
-            self._recover_from(recovery_point)
+            self._recover_from(recovery_point, start_checkpoint)
         if not self._segments:
             if self.read_only:
                 self._log_end_offset = start_checkpoint
                 self.log_start_offset = start_checkpoint
                 self.recovery_point = start_checkpoint
+                self.producer_state.update_map_end_offset(start_checkpoint)
                 return
             self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
         self._log_end_offset = self._segments[-1].read_next_offset()
@@ -204,12 +232,75 @@ class Log:
             self._segments, self._bases = [], []
             self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
             self._log_end_offset = start_checkpoint
+            self.producer_state.truncate_fully_and_start_at(start_checkpoint)
         self.log_start_offset = max(start_checkpoint, self._segments[0].base_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._log_end_offset)
         if not self.read_only:
             active = self._segments[-1]
             active.offset_index.resize(self.config.segment_index_bytes)
             active.time_index.resize(self.config.segment_index_bytes)
+            # LogLoader: stray snapshots removed (this also rescans the snapshots the segment
+            # recoveries wrote), then the state rebuilt from the latest snapshot up to the LEO
+            self.producer_state.remove_stray_snapshots(self._bases)
+            self._rebuild_producer_state()
+        else:
+            self._load_producer_state_read_only()
+
+    # ---------------------------------------------------------------------------- producer state
+
+    def _read_segment_batches(self, base: int, start: int):
+        """``(chunk, info)`` batches of the segment at ``base`` from (at least) the one holding
+        ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them."""
+        seg = self._segments[self._segment_for(base)]
+        pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
+        return ((chunk, b) for b, chunk, _ in seg._walk(pos))
+
+    def _read_log_batches(self, start: int):
+        for base in self._bases[self._segment_for(start):]:
+            yield from self._read_segment_batches(base, start)
+
+    def _rebuild_producer_state(self) -> None:
+        """``UnifiedLog.rebuildProducerState`` up to the log end offset. Never the "clean
+        shutdown without snapshots" shortcut: kafkalog's clean close always writes a snapshot
+        at the LEO, so a missing one means the state must come from the log."""
+        self.producer_state.rebuild_producer_state(
+            log_start_offset=self.log_start_offset, last_offset=self._log_end_offset,
+            now_ms=self.clock(), segment_base_offsets=list(self._bases),
+            read_segment=self._read_segment_batches)
+
+    def _load_producer_state_read_only(self) -> None:
+        """A reader writes nothing: load the latest readable snapshot in range (no deletion of
+        the others) and replay the log after it in memory."""
+        psm = self.producer_state
+        start, end = self.log_start_offset, self._log_end_offset
+        from_offset = start
+        for snap in reversed(psm.snapshot_offsets):
+            if not start < snap <= end:
+                continue
+            try:
+                entries = read_snapshot(psm.fetch_snapshot(snap))
+            except (KafkaLogError, OSError) as e:
+                log.warning("Ignoring unreadable producer snapshot at %d in %s: %s", snap, self.dir, e)
+                continue
+            now = self.clock()
+            for e in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(e)
+                if entry.current_txn_first_offset is not None or \
+                        now - entry.last_timestamp < psm.producer_id_expiration_ms:
+                    psm.load_producer_entry(entry)
+            from_offset = snap
+            break
+        psm.update_map_end_offset(from_offset)
+        psm.rebuild(self._read_log_batches(from_offset), from_offset, end)
+
+    def _read_checkpoint(self, name: str, key: tuple[str, int]) -> int:
+        """One checkpoint, read on its own as LogManager.loadLogs does: an unreadable file means
+        0 for it alone (recover everything / no moved log start), never for the other."""
+        try:
+            return self._checkpoint(name).read().get(key, 0)
+        except (OSError, KafkaLogError) as e:
+            log.warning("Ignoring unreadable %s in %s: %s", name, self.dir.parent, e)
+            return 0
 
     def _remove_temp_files(self) -> None:
         """``removeTempFilesAndCollectSwapFiles`` and the swap completion of ``LogLoader``."""
@@ -247,7 +338,7 @@ class Log:
         for p in kept:
             p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
 
-    def _recover_from(self, recovery_point: int) -> None:
+    def _recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:
         """``LogLoader.recoverLog``: validate every segment from the one holding the recovery
         point; the first invalid batch truncates the log there and drops every later segment."""
         if not self._segments:
@@ -258,7 +349,7 @@ class Log:
             end = None if seg.indexes_preallocated() else seg.clean_end()
             if end is not None and end <= recovery_point:
                 continue                    # closed cleanly and intact: nothing to recover
-            truncated = seg.recover(on_batch=self._note_epoch)
+            truncated = self._recover_segment(seg, log_start_offset)
             if truncated > 0:
                 for later in self._segments[i + 1:]:
                     log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
@@ -266,6 +357,24 @@ class Log:
                 del self._segments[i + 1:]
                 break
         self._bases = [s.base_offset for s in self._segments]
+
+    def _recover_segment(self, seg: LogSegment, log_start_offset: int) -> int:
+        """``LogLoader.recoverSegment``: a fresh producer-state manager rebuilt up to the
+        segment's base, fed every valid batch (which rebuilds the segment's txn index), then
+        snapshotted at the segment's end."""
+        tmp = ProducerStateManager(self.dir,
+                                   producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+        tmp.rebuild_producer_state(log_start_offset=log_start_offset, last_offset=seg.base_offset,
+                                   now_ms=self.clock(), segment_base_offsets=list(self._bases),
+                                   read_segment=self._read_segment_batches)
+
+        def on_batch(buf, b) -> None:
+            self._note_epoch(buf, b)
+            tmp.load_batch(buf, b, on_aborted_txn=seg.update_txn_index)
+
+        truncated = seg.recover(on_batch=on_batch)
+        tmp.take_snapshot()
+        return truncated
 
     def _note_epoch(self, _buf, batch) -> None:
         h = batch.header
@@ -288,7 +397,11 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._log_end_offset
+        """``UnifiedLog.lastStableOffset``: the first offset of the earliest transaction not
+        yet decided (or whose marker is not below the high watermark), else the high watermark."""
+        with self._lock:
+            return self.producer_state.log_last_stable_offset(
+                self.high_watermark, log_start_offset=self.log_start_offset)
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -331,8 +444,33 @@ class Log:
         empty batches, and on a compacted topic records without a key. Without it (a replica's
         or a copy's append) their offsets must continue the log and increase. ``leader_epoch``
         is stamped into every batch and recorded in the leader-epoch cache. Every batch is
-        validated first (CRC, records, ``max.message.bytes``): nothing is written unless all are
-        valid."""
+        validated first (CRC, records, ``max.message.bytes``, and for a producer's append its
+        epoch and sequences: ``OutOfOrderSequenceError``, ``InvalidProducerEpochError``, ...):
+        nothing is written unless all are valid. A producer's retry of one of its last five
+        batches writes nothing and returns the original batch's offsets."""
+        origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
+        return self._append(batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
+                            origin=origin)
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
+                              control_type: ControlRecordType | str | int, coordinator_epoch: int,
+                              timestamp: int | None = None, *,
+                              leader_epoch: int | None = None) -> AppendInfo:
+        """Append a transaction's COMMIT or ABORT marker as the transaction coordinator does
+        (``UnifiedLog.appendAsLeader`` with origin coordinator): the producer's epoch is
+        checked (no sequence), an ABORT of a non-empty transaction adds an entry to the
+        segment's ``.txnindex``, and the last stable offset moves past the transaction."""
+        if isinstance(control_type, str):
+            control_type = ControlRecordType[control_type.upper()]
+        marker = EndTransactionMarker(ControlRecordType(control_type), coordinator_epoch)
+        ts = self.clock() if timestamp is None else timestamp
+        raw = end_transaction_marker_batch(marker, offset=self._log_end_offset, timestamp=ts,
+                                           producer_id=producer_id, producer_epoch=producer_epoch)
+        return self._append(raw, assign_offsets=True, leader_epoch=leader_epoch,
+                            origin=AppendOrigin.COORDINATOR)
+
+    def _append(self, batches, *, assign_offsets: bool, leader_epoch: int | None,
+                origin: AppendOrigin) -> AppendInfo:
         self._check_writable()
         buf = bytearray(batches)
         with self._lock:
@@ -366,7 +504,8 @@ class Log:
                         f"max.message.bytes {self.config.max_message_bytes}")
                 h = b.header
                 if assign_offsets:
-                    self._validate_client_batch(b, records_table, row)
+                    self._validate_client_batch(b, records_table, row,
+                                                allow_control=origin is AppendOrigin.COORDINATOR)
                     set_last_offset(buf, b.position, next_offset + h.last_offset_delta)
                 elif h.base_offset < next_offset:
                     raise InvalidOffsetError(
@@ -386,21 +525,34 @@ class Log:
             first = self._log_end_offset if assign_offsets else infos[0].header.base_offset
             last = next_offset - 1
             seg = self._maybe_roll(len(buf), max_ts, last, first, now)
+            psm = self.producer_state
+            # UnifiedLog.analyzeAndValidateProducerState, on the batches as patched
+            pending = psm.analyze_append(((buf, b) for b in LogInputStream(buf)), origin,
+                                         segment_base_offset=seg.base_offset,
+                                         start_position=seg.size)
+            if pending.duplicate is not None:
+                dup = pending.duplicate
+                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                  dup.last_offset, len(infos), records, 0,
+                                  dup.timestamp if lat else -1)
             seg.append(last, max_ts, shallow, buf)
             for b in LogInputStream(buf):
                 self._note_epoch(buf, b)
             self._log_end_offset = last + 1
+            psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
+            psm.on_high_watermark_updated(self.high_watermark)
             self._unflushed += records
             self._flush_per_policy(now)
             return AppendInfo(first, last, max_ts, shallow, len(infos), records, len(buf),
                               now if lat else -1)
 
-    def _validate_client_batch(self, b, records: pa.Table, row: int) -> None:
+    def _validate_client_batch(self, b, records: pa.Table, row: int, *,
+                               allow_control: bool = False) -> None:
         """``LogValidator`` for a producer's batch: no control batches, at least one record,
         records numbered 0..n-1, keys on compacted topics."""
         h = b.header
         where = f"batch at position {b.position} of the append to {self.dir.name}"
-        if h.is_control:
+        if h.is_control and not allow_control:
             raise CorruptRecordError(f"Control records are not allowed from clients ({where})",
                                      position=b.position)
         if h.records_count == 0:
@@ -447,6 +599,12 @@ class Log:
                 active.flush()
             seg = LogSegment.open(self.dir, new_base, self.config)
             self._add_segment(seg)
+            # the snapshot at the new base is fsynced with the next flush (before the recovery
+            # point can pass it)
+            self.producer_state.update_map_end_offset(new_base)
+            path = self.producer_state.take_snapshot(sync=self.config.fsync == "always")
+            if path is not None and self.config.fsync != "always":
+                self._unsynced_snapshots.append(path)
             return seg
 
     # ---------------------------------------------------------------------------- flush
@@ -464,7 +622,17 @@ class Log:
         with self._lock:
             for seg in self._segments[self._segment_for(self.recovery_point):]:
                 seg.flush()
+            for path in self._unsynced_snapshots:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue                # deleted since (truncation, retention)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             os.fsync(self._dir_fd)
+            self._unsynced_snapshots.clear()
             self.recovery_point = self._log_end_offset
             self._unflushed = 0
             self._last_flush_ms = self.clock()
@@ -499,20 +667,51 @@ class Log:
     def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
              isolation: str = "read_uncommitted") -> pa.Table:
         """Records from ``offset`` (up to about ``max_bytes`` of batches, at least one batch),
-        as an Arrow table in ``storage_core.format.SCHEMA``, control records left out."""
+        as an Arrow table in ``storage_core.format.SCHEMA``, control records left out.
+
+        ``read_committed`` stops at the last stable offset and leaves out the records of aborted
+        transactions: the aborted transactions overlapping the read come from the segments' txn
+        indexes (``LocalLog.collectAbortedTransactions``) and a transactional record of producer
+        P is dropped when it lies between the first offset and the ABORT marker of one of P's
+        aborted transactions, which is what the consumer's ``CompletedFetch`` decides batch by
+        batch (kafka_format.md §10), computed here over whole columns."""
         if isolation not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+        committed = isolation == "read_committed"
+        with self._lock:
+            upper = self.last_stable_offset if committed else self.high_watermark
+            segments = list(self._segments)
+            bases = list(self._bases)
         raw = self.read_raw(offset, max_bytes=max_bytes)
         if not raw:
             return empty_table()
         table = decode_run(raw, source=str(self.dir)).table
-        upper = self.high_watermark if isolation == "read_uncommitted" else self.last_stable_offset
         if max_offset is not None:
             upper = min(upper, max_offset)
         offsets = table.column("offset")
         keep = pc.and_(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, upper)),
                        pc.invert(table.column("isControl")))
+        if committed and table.num_rows:
+            fetched_end = min(upper, int(pc.max(offsets).as_py()) + 1)
+            aborted = self._collect_aborted_txns(segments, bases, offset, fetched_end)
+            if aborted:
+                keep = pc.and_(keep, pa.array(~_aborted_mask(table, aborted)))
         return table.filter(keep)
+
+    def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
+                              fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """``LocalLog.collectAbortedTransactions``: from the segment holding ``fetch_offset``
+        on, until an index says the search is complete."""
+        if upper_bound <= fetch_offset:
+            return []
+        found: list[AbortedTxn] = []
+        start = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+        for seg in segments[start:]:          # an ABORT marker may lie in any later segment
+            txns, complete = seg.txn_index.collect_aborted_txns(fetch_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                break
+        return found
 
     def offsets_for_times(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is at or after ``timestamp``, as Kafka's
@@ -572,6 +771,11 @@ class Log:
             self._log_end_offset = self._segments[-1].read_next_offset()
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            if self._log_end_offset == self.log_start_offset and len(self._segments) == 1 and \
+                    self._segments[0].size == 0:
+                self.producer_state.truncate_fully_and_start_at(self._log_end_offset)
+            # UnifiedLog.truncateTo: snapshots above the new end dropped, state reloaded
+            self._rebuild_producer_state()
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (``deleteRecords``) and delete every
@@ -591,6 +795,10 @@ class Log:
                 self._bases.pop(0)
                 seg.change_file_suffixes("", DELETED_SUFFIX)
                 seg.delete()
+                snap = self.producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
+                if snap is not None:
+                    snap.unlink(missing_ok=True)
+            self.producer_state.on_log_start_offset_incremented(offset)
             self._write_checkpoints()
             return offset
 
@@ -617,6 +825,21 @@ class Log:
                 cp.write(entries)
             finally:
                 os.close(parent_fd)
+        self._delete_snapshots_after_recovery_point_checkpoint()
+
+    def _delete_snapshots_after_recovery_point_checkpoint(self) -> None:
+        """``deleteSnapshotsAfterRecoveryPointCheckpoint``: keep the snapshots from the segment
+        below the recovery point and from the segment below the active one."""
+        def lower_base(offset: int) -> int | None:
+            i = bisect.bisect_left(self._bases, offset) - 1
+            return self._bases[i] if i >= 0 else None
+
+        below_rp = lower_base(self.recovery_point)
+        active = self._segments[-1].base_offset
+        below_active = lower_base(active)
+        self.producer_state.delete_snapshots_before(
+            min(self.recovery_point if below_rp is None else below_rp,
+                active if below_active is None else below_active))
 
     def close(self) -> None:
         """Flush, write the recovery-point and log-start checkpoints, trim the active segment's
@@ -627,6 +850,7 @@ class Log:
             try:
                 if not self.read_only:
                     self.flush()
+                    self.producer_state.take_snapshot()      # at the LEO
                     self._write_checkpoints()
             finally:
                 self._closed = True

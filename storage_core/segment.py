@@ -185,8 +185,8 @@ class LogSegment:
             nxt, end = self.base_offset, start
             for b in self.batches(start):
                 nxt, end = b.next_offset, b.position + b.size
-        except (CorruptRecordError, ValueError):
-            return None
+        except (CorruptRecordError, ValueError, OSError):
+            return None                 # e.g. a garbage index entry: recovery rebuilds it
         return nxt if end == self._size else None
 
     def indexes_preallocated(self) -> bool:
@@ -313,33 +313,52 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        valid = 0
-        last_index_entry = 0
-        max_ts, max_off = -1, self.base_offset
         from .format.log_input_stream import batch_records
 
+        state = {"valid": 0, "last_index_entry": 0, "max": (-1, self.base_offset)}
+
+        def accept(b: BatchInfo, chunk: bytes) -> None:
+            valid = state["valid"]
+            if b.max_timestamp > state["max"][0]:
+                state["max"] = (b.max_timestamp, b.last_offset)
+            if valid - state["last_index_entry"] > self.config.index_interval_bytes and \
+                    not self.offset_index.is_full() and not self.time_index.is_full():
+                # per batch, recovery can want more entries than the live per-append
+                # indexing made; an index is sparse, so a full one just stops growing
+                self.offset_index.append(b.last_offset, valid)
+                self.time_index.maybe_append(*state["max"])
+                state["last_index_entry"] = valid
+            state["valid"] = valid + b.size
+            if on_batch is not None:
+                on_batch(chunk, b)
+
+        # A batch is accepted once the next one confirms its offsets: baseOffset is outside the
+        # CRC, so when two batches overlap either may be the corrupt one and both are dropped.
+        pending: tuple[BatchInfo, bytes] | None = None
+        expected = self.base_offset
         try:
             for b, chunk, base in self._walk(0, verify=True):
                 if not 0 <= b.last_offset - self.base_offset <= INT_MAX:
                     raise CorruptRecordError(f"offset {b.last_offset} overflows segment {self.base_offset}",
                                              position=base + b.position)
+                if b.base_offset < expected or b.last_offset < b.base_offset:
+                    pending = None
+                    raise CorruptRecordError(
+                        f"batch offsets {b.base_offset}..{b.last_offset} do not follow offset "
+                        f"{expected - 1}", position=base + b.position)
+                expected = b.last_offset + 1
                 if b.magic < 2:
                     batch_records(chunk, b)       # legacy: the CRC check is per message
-                if b.max_timestamp > max_ts:
-                    max_ts, max_off = b.max_timestamp, b.last_offset
-                if valid - last_index_entry > self.config.index_interval_bytes and \
-                        not self.offset_index.is_full() and not self.time_index.is_full():
-                    # per batch, recovery can want more entries than the live per-append
-                    # indexing made; an index is sparse, so a full one just stops growing
-                    self.offset_index.append(b.last_offset, valid)
-                    self.time_index.maybe_append(max_ts, max_off)
-                    last_index_entry = valid
-                valid += b.size
-                if on_batch is not None:
-                    on_batch(chunk, b)
+                if pending is not None:
+                    accept(*pending)
+                pending = (b, chunk)
         except CorruptRecordError as e:
-            log.warning("Found invalid batch in %s at position %d: %s; truncating", self.log_path,
-                        valid, e.reason)
+            log.warning("Found invalid batch in %s after position %d: %s; truncating",
+                        self.log_path, state["valid"], e.reason)
+        if pending is not None:
+            accept(*pending)
+        valid = state["valid"]
+        max_ts, max_off = state["max"]
         truncated = self._size - valid
         if truncated > 0:
             log.warning("Truncating %s from %d to %d bytes", self.log_path, self._size, valid)

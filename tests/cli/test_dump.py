@@ -698,7 +698,8 @@ def test_verify_names_the_file_and_position_of_each_corruption(tmp_path: Path) -
     root = _checked_dir(tmp_path)
     clean = kafkalog("verify", root)
     assert clean.returncode == 0, clean.stdout
-    assert clean.stdout.splitlines()[-1] == "22 of 22 files valid"
+    # 24: the Log's own producer snapshots at the roll (13, overwritten above) and at close (20)
+    assert clean.stdout.splitlines()[-1] == "24 of 24 files valid"
     p0, p1 = root / "orders-0", root / "orders-1"
     # .log: a byte of the third batch's records
     log0 = p0 / f"{SEG}.log"
@@ -756,7 +757,7 @@ def test_verify_names_the_file_and_position_of_each_corruption(tmp_path: Path) -
     for must, also in expected:
         assert any(line.startswith(must) and also in line for line in corrupt), (must, corrupt)
     assert len(corrupt) == len(expected), corrupt
-    assert out.stdout.splitlines()[-1] == "13 of 22 files valid"        # 9 files with problems
+    assert out.stdout.splitlines()[-1] == "15 of 24 files valid"        # 9 files with problems
 
 
 # ------------------------------------------------------------------------------ recover
@@ -788,7 +789,8 @@ def test_recover_truncates_a_torn_tail(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         f"orders-0: truncated: log start offset 0, log end offset 19; log end offset 20 -> 19; "
-        f"truncated 00000000000000000013.log from {size} to {last.position} bytes",
+        f"truncated 00000000000000000013.log from {size} to {last.position} bytes; "
+        f"deleted 00000000000000000020.snapshot; created 00000000000000000019.snapshot",
         f"1 of 1 partitions recovered, 1 truncated ({size - last.position} bytes removed)"]
     assert active.stat().st_size == last.position
     assert "Found invalid batch" in out.stderr
