@@ -349,7 +349,8 @@ class Log:
             end = None if seg.indexes_preallocated() else seg.clean_end()
             if end is not None and end <= recovery_point:
                 continue                    # closed cleanly and intact: nothing to recover
-            truncated = self._recover_segment(seg, log_start_offset)
+            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+            truncated = self._recover_segment(seg, log_start_offset, nxt)
             if truncated > 0:
                 for later in self._segments[i + 1:]:
                     log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
@@ -358,7 +359,8 @@ class Log:
                 break
         self._bases = [s.base_offset for s in self._segments]
 
-    def _recover_segment(self, seg: LogSegment, log_start_offset: int) -> int:
+    def _recover_segment(self, seg: LogSegment, log_start_offset: int,
+                         next_base_offset: int | None = None) -> int:
         """``LogLoader.recoverSegment``: a fresh producer-state manager rebuilt up to the
         segment's base, fed every valid batch (which rebuilds the segment's txn index), then
         snapshotted at the segment's end."""
@@ -372,7 +374,7 @@ class Log:
             self._note_epoch(buf, b)
             tmp.load_batch(buf, b, on_aborted_txn=seg.update_txn_index)
 
-        truncated = seg.recover(on_batch=on_batch)
+        truncated = seg.recover(on_batch=on_batch, next_base_offset=next_base_offset)
         tmp.take_snapshot()
         return truncated
 

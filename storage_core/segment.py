@@ -306,7 +306,7 @@ class LogSegment:
 
     # -------------------------------------------------------------------------------- recovery
 
-    def recover(self, on_batch=None) -> int:
+    def recover(self, on_batch=None, next_base_offset: int | None = None) -> int:
         """``LogSegment.recover``: validate every batch, rebuild the offset and time indexes per
         batch, stop at the first invalid one and truncate the log there. ``on_batch(view, info)``
         sees each valid batch (producer state, leader epochs). Returns the bytes truncated."""
@@ -341,6 +341,10 @@ class LogSegment:
                 if not 0 <= b.last_offset - self.base_offset <= INT_MAX:
                     raise CorruptRecordError(f"offset {b.last_offset} overflows segment {self.base_offset}",
                                              position=base + b.position)
+                if next_base_offset is not None and b.last_offset >= next_base_offset:
+                    raise CorruptRecordError(
+                        f"batch offsets {b.base_offset}..{b.last_offset} reach the next segment's "
+                        f"base offset {next_base_offset}", position=base + b.position)
                 if b.base_offset < expected or b.last_offset < b.base_offset:
                     pending = None
                     raise CorruptRecordError(

@@ -447,20 +447,6 @@ def test_negative_index_position_is_rebuilt(tmp_path: Path) -> None:
         assert log.read(5, max_bytes=1).column("offset")[0].as_py() == 5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "storage_core/segment.py LogSegment.recover checks that batch offsets follow each other "
-    "only inside a segment, and Log._recover_from does not check a segment's end against the "
-    "next segment's base offset: the last batch of a non-last segment whose baseOffset was "
-    "corrupted upwards is accepted (nothing after it in the segment to contradict it). Input: "
-    "segment 0 = 3 batches of 2 records (offsets 0..5), roll, segment 6 = 3 batches (6..11), "
-    "close(), recovery-point checkpoint removed, the baseOffset of segment 0's last batch "
-    "changed from 4 to 104: Log.open succeeds with segments [0, 6] and log end 12, read(0) "
-    "returns offsets 0..3 then 6..11 (segment 0 now ends at 105, above segment 6's base), and "
-    "read(4, max_bytes=1) / read(5, ...) return an empty table although 4 and 5 are inside "
-    "[log start, log end) - a consumer at offset 4 never progresses. Expected: that batch is "
-    "invalid (its last offset 105 is not below the next segment's base 6), segment 0 truncated "
-    "there and segment 6 deleted (log end 4), or Log.open raises a KafkaLogError naming the file "
-    "and position"))
 def test_base_offset_jump_in_last_batch_of_a_segment(tmp_path: Path) -> None:
     part = tmp_path / "orders-0"
     with Log.open(part) as log:
