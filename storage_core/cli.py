@@ -84,7 +84,7 @@ from .checkpoints import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER
                           CorruptCheckpointError, OffsetCheckpointFile, parse_clean_shutdown,
                           parse_leader_epoch_checkpoint, parse_offset_checkpoint,
                           parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str)
-from .errors import CorruptRecordError, KafkaLogError, UnknownMagicError
+from .errors import CorruptRecordError, KafkaLogError
 from .format import legacy
 from .format.compression import CompressionType, decompress
 from .format.control import ControlRecordType, EndTransactionMarker
@@ -171,27 +171,12 @@ def _base_offset_of(name: str) -> int:
     return int(prefix)
 
 
-class _KafkaInputStream(LogInputStream):
-    """``LogInputStream`` with ``FileLogInputStream``'s order of checks: a batch that runs past
-    the end is the end of the data whatever its magic byte (storage_core looks at the magic
-    first and calls a torn tail with a garbage magic corrupt)."""
-
-    def next_batch(self) -> BatchInfo | None:
-        try:
-            return super().next_batch()
-        except UnknownMagicError:
-            size = struct.unpack_from(">i", self.buf, self.position + 8)[0]
-            if self.position > self.end - 12 - size:
-                return None
-            raise
-
-
 def _first_batch(buf, pos: int, end: int) -> BatchInfo | None:
     """The complete batch starting at ``pos`` (None if there is none before ``end``)."""
     if pos < 0 or pos >= min(end, len(buf)):
         return None
     try:
-        return _KafkaInputStream(buf, pos, end).next_batch()
+        return LogInputStream(buf, pos, end).next_batch()
     except CorruptRecordError:
         return None
 
@@ -492,7 +477,7 @@ class _Dump:
             end = min(len(buf), max_bytes)          # FileRecords.slice(0, maxBytes)
             valid = 0
             last_offset = -1
-            for b in _KafkaInputStream(buf, 0, end, source=file):
+            for b in LogInputStream(buf, 0, end, source=file):
                 self.batch_line(buf, b, valid, file)
                 if self.deep:
                     for r, crc, crc_ok in _records(buf, b):
@@ -661,7 +646,7 @@ class _Dump:
                 if offset == start and i > 0:
                     return
                 found = None
-                for b in _KafkaInputStream(buf, lookup.position(offset), len(buf)):
+                for b in LogInputStream(buf, lookup.position(offset), len(buf)):
                     if b.last_offset >= offset:
                         found = b
                         break
@@ -775,7 +760,7 @@ def _verify_log(path: Path, p: _Problems) -> str:
     from .format.log_input_stream import batch_records
 
     with _mapped(path) as buf:
-        stream = _KafkaInputStream(buf, verify=True, source=str(path))
+        stream = LogInputStream(buf, verify=True, source=str(path))
         batches = records = 0
         try:
             for b in stream:
@@ -878,7 +863,7 @@ def _verify_time_index(path: Path, p: _Problems) -> str:
                 first = _first_batch(buf, start, len(buf))
                 if first is not None and first.base_offset > offset:
                     start = 0          # the offset index is wrong here (reported on its own)
-                for b in _KafkaInputStream(buf, start, len(buf)):
+                for b in LogInputStream(buf, start, len(buf)):
                     if b.last_offset >= offset:
                         found = b
                         break
