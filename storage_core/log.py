@@ -34,9 +34,10 @@ from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError,
                      LogLockedError, OffsetOutOfRangeError, RecordTooLargeError)
 from .format import decode_run, empty_table, encode_batches
 from .format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
-from .format.log_input_stream import LogInputStream
-from .format.record_batch import (LOG_APPEND_TIME, set_last_offset, set_max_timestamp,
-                                  set_partition_leader_epoch)
+from .format.log_input_stream import (BatchArrays, LogInputStream, default_max_decompressed,
+                                      scan_batches)
+from .format.record_batch import LOG_APPEND_TIME, set_max_timestamp
+from .log_validator import validate_batches
 from .index import AbortedTxn
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
@@ -71,6 +72,14 @@ class AppendInfo:
     num_records: int
     valid_bytes: int
     log_append_time: int = -1
+
+
+def _patch(buf: bytearray, positions: np.ndarray, at: int, values: np.ndarray, dtype: str) -> None:
+    """Write ``values`` big-endian at ``positions + at`` of ``buf``, all at once (a header
+    field outside the CRC: baseOffset, partitionLeaderEpoch)."""
+    raw = values.astype(dtype).view(np.uint8).reshape(len(values), -1)
+    arr = np.frombuffer(buf, np.uint8)
+    arr[(positions + at)[:, None] + np.arange(raw.shape[1])] = raw
 
 
 def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
@@ -111,6 +120,7 @@ class Log:
         self.clock = clock
         self._lock = threading.RLock()
         self._dir_fd = -1
+        self._dir_dirty = True      # a file was created, renamed or removed since the last fsync
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
@@ -430,7 +440,8 @@ class Log:
         limit = max_batch_bytes or min(self.config.max_message_bytes, 1 << 20)
         raw = encode_batches(records, compression=codec, max_batch_bytes=limit,
                              base_offset=self._log_end_offset, now_ms=self.clock())
-        return self.append_raw(raw, assign_offsets=True)
+        return self._append(raw, assign_offsets=True, leader_epoch=None,
+                            origin=AppendOrigin.CLIENT, owned=True)
 
     def _default_compression(self) -> str:
         t = self.config.compression_type
@@ -472,107 +483,112 @@ class Log:
                             origin=AppendOrigin.COORDINATOR)
 
     def _append(self, batches, *, assign_offsets: bool, leader_epoch: int | None,
-                origin: AppendOrigin) -> AppendInfo:
+                origin: AppendOrigin, owned: bool = False) -> AppendInfo:
+        """The append path, over whole appends at once: one compiled walk of the batch headers
+        (CRCs checked), one of the records (``LogValidator``), offsets and epochs patched into
+        the headers with numpy, one write. ``owned``: ``batches`` is a writable buffer of ours
+        (just encoded), patched in place instead of copied."""
         self._check_writable()
-        buf = bytearray(batches)
+        buf = batches if owned else bytearray(batches)
         with self._lock:
-            infos = list(LogInputStream(buf, verify=True))
-            consumed = infos[-1].position + infos[-1].size if infos else 0
-            if consumed != len(buf):
+            scan = scan_batches(buf, verify=True)
+            if scan.legacy_at_end:
+                raise InvalidConfigError(
+                    f"only record batches of magic 2 can be appended (found magic "
+                    f"{buf[scan.end + 16]} at position {scan.end})")
+            if scan.end != len(buf):
                 raise CorruptRecordError(f"append of {len(buf)} bytes ends with "
-                                         f"{len(buf) - consumed} bytes that are not a whole batch",
-                                         position=consumed)
-            if not infos:
+                                         f"{len(buf) - scan.end} bytes that are not a whole batch",
+                                         position=scan.end)
+            n = len(scan)
+            if n == 0:
                 return AppendInfo(-1, -1, -1, -1, 0, 0, 0)
             if len(buf) > self.config.segment_bytes:
                 raise RecordTooLargeError(
                     f"Message batch size is {len(buf)} bytes in append to partition {self.dir.name} "
                     f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
-            # every record must decode (the broker's LogValidator reads them all too)
-            records_table = decode_run(buf, verify_crc=False).table
-            now = self.clock()
-            next_offset = self._log_end_offset
-            lat = self.config.message_timestamp_type == "LogAppendTime"
-            max_ts, shallow, records = -1, -1, 0
-            row = 0
-            for i, b in enumerate(infos):
-                if b.magic != 2:
-                    raise InvalidConfigError(
-                        f"only record batches of magic 2 can be appended (found magic {b.magic} at "
-                        f"position {b.position})")
-                if b.size > self.config.max_message_bytes:
-                    raise RecordTooLargeError(
-                        f"The batch at position {b.position} is {b.size} bytes, larger than "
-                        f"max.message.bytes {self.config.max_message_bytes}")
-                h = b.header
-                if assign_offsets:
-                    self._validate_client_batch(b, records_table, row,
-                                                allow_control=origin is AppendOrigin.COORDINATOR)
-                    set_last_offset(buf, b.position, next_offset + h.last_offset_delta)
-                elif h.base_offset < next_offset:
+            sizes, positions = scan.size, scan.position
+            too_big = np.flatnonzero(sizes > self.config.max_message_bytes)
+            if too_big.size:
+                i = int(too_big[0])
+                raise RecordTooLargeError(
+                    f"The batch at position {int(positions[i])} is {int(sizes[i])} bytes, larger "
+                    f"than max.message.bytes {self.config.max_message_bytes}")
+            validate_batches(buf, scan, name=self.dir.name, client=assign_offsets,
+                             allow_control=origin is AppendOrigin.COORDINATOR,
+                             require_keys=assign_offsets and self.config.compact,
+                             max_decompressed=default_max_decompressed(self.config.max_message_bytes))
+            deltas = scan.column("last_offset_delta")
+            log_end = self._log_end_offset
+            if assign_offsets:
+                bases = log_end + np.cumsum(deltas + 1) - (deltas + 1)
+                _patch(buf, positions, 0, bases, ">i8")
+                scan.fields[:, 2] = bases
+            else:
+                bases = scan.base_offset
+                prev_next = np.concatenate(([log_end], bases[:-1] + deltas[:-1] + 1))
+                bad = np.flatnonzero(bases < prev_next)
+                if bad.size:
+                    i = int(bad[0])
                     raise InvalidOffsetError(
-                        f"Out of order offsets: batch {i} at position {b.position} starts at "
-                        f"{h.base_offset}, below the expected offset {next_offset} of {self.dir}")
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, b.position, leader_epoch)
-                if lat:
-                    set_max_timestamp(buf, b.position, LOG_APPEND_TIME, now)
-                base = next_offset if assign_offsets else h.base_offset
-                next_offset = base + h.last_offset_delta + 1
-                ts = now if lat else h.max_timestamp
-                if ts > max_ts:
-                    max_ts, shallow = ts, base + h.last_offset_delta
-                records += h.records_count
-                row += h.records_count
-            first = self._log_end_offset if assign_offsets else infos[0].header.base_offset
-            last = next_offset - 1
+                        f"Out of order offsets: batch {i} at position {int(positions[i])} starts "
+                        f"at {int(bases[i])}, below the expected offset {int(prev_next[i])} of "
+                        f"{self.dir}")
+            if leader_epoch is not None:
+                _patch(buf, positions, 12, np.full(n, leader_epoch, np.int64), ">i4")
+                scan.fields[:, 3] = leader_epoch
+            now = self.clock()
+            lat = self.config.message_timestamp_type == "LogAppendTime"
+            if lat:
+                for p in positions.tolist():
+                    set_max_timestamp(buf, p, LOG_APPEND_TIME, now)
+                scan.fields[:, 9] = now
+            lasts = bases + deltas
+            mts = scan.max_timestamp
+            top = int(np.argmax(mts))               # the first batch with the largest timestamp
+            max_ts, shallow = int(mts[top]), int(lasts[top])
+            if max_ts < 0:
+                max_ts, shallow = -1, -1
+            records = int(scan.records_count.sum())
+            first, last = int(bases[0]), int(lasts[-1])
             seg = self._maybe_roll(len(buf), max_ts, last, first, now)
             psm = self.producer_state
-            # UnifiedLog.analyzeAndValidateProducerState, on the batches as patched
-            pending = psm.analyze_append(((buf, b) for b in LogInputStream(buf)), origin,
-                                         segment_base_offset=seg.base_offset,
-                                         start_position=seg.size)
-            if pending.duplicate is not None:
-                dup = pending.duplicate
-                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                  dup.last_offset, len(infos), records, 0,
-                                  dup.timestamp if lat else -1)
-            seg.append(last, max_ts, shallow, buf)
-            for b in LogInputStream(buf):
-                self._note_epoch(buf, b)
+            pending = None
+            with_pid = np.flatnonzero(scan.column("producer_id") != -1)
+            if with_pid.size:
+                # UnifiedLog.analyzeAndValidateProducerState, on the batches as patched
+                pending = psm.analyze_append(((buf, scan.info(int(i))) for i in with_pid), origin,
+                                             segment_base_offset=seg.base_offset,
+                                             start_position=seg.size)
+                if pending.duplicate is not None:
+                    dup = pending.duplicate
+                    return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                      dup.last_offset, n, records, 0,
+                                      dup.timestamp if lat else -1)
+            seg.append(last, max_ts, shallow, buf, batches=scan)
+            self._note_epochs(scan)
             self._log_end_offset = last + 1
-            psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
+            if pending is not None:
+                psm.finish_append(pending, next_offset=last + 1,
+                                  on_aborted_txn=seg.update_txn_index)
+            else:
+                psm.update_map_end_offset(last + 1)
             psm.on_high_watermark_updated(self.high_watermark)
             self._unflushed += records
             self._flush_per_policy(now)
-            return AppendInfo(first, last, max_ts, shallow, len(infos), records, len(buf),
+            return AppendInfo(first, last, max_ts, shallow, n, records, len(buf),
                               now if lat else -1)
 
-    def _validate_client_batch(self, b, records: pa.Table, row: int, *,
-                               allow_control: bool = False) -> None:
-        """``LogValidator`` for a producer's batch: no control batches, at least one record,
-        records numbered 0..n-1, keys on compacted topics."""
-        h = b.header
-        where = f"batch at position {b.position} of the append to {self.dir.name}"
-        if h.is_control and not allow_control:
-            raise CorruptRecordError(f"Control records are not allowed from clients ({where})",
-                                     position=b.position)
-        if h.records_count == 0:
-            raise CorruptRecordError(f"Batch without records is not allowed ({where})",
-                                     position=b.position)
-        offsets = records.column("offset").slice(row, h.records_count).to_numpy()
-        if not np.array_equal(offsets - h.base_offset, np.arange(h.records_count)) or \
-                h.last_offset_delta != h.records_count - 1:
-            raise CorruptRecordError(
-                f"Inner record offsets of the {where} are not sequential 0..{h.records_count - 1}",
-                position=b.position)
-        if self.config.compact:
-            keys = records.column("key").slice(row, h.records_count)
-            if keys.null_count:
-                index = int(np.flatnonzero(keys.is_null().to_numpy(zero_copy_only=False))[0])
-                raise CorruptRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition "
-                    f"{self.dir.name} (record {index} of the {where})", position=b.position)
+    def _note_epochs(self, scan: BatchArrays) -> None:
+        """Record in the leader-epoch cache every batch that starts a higher epoch."""
+        epochs = scan.column("partition_leader_epoch")
+        if not epochs.size or epochs.max() < 0:
+            return
+        latest = self.leader_epoch_cache.latest_epoch
+        running = np.maximum.accumulate(np.concatenate(([-1 if latest is None else latest],
+                                                        epochs)))[:-1]
+        for i in np.flatnonzero(epochs > running).tolist():
+            self.leader_epoch_cache.assign(int(epochs[i]), int(scan.base_offset[i]))
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int,
                     now: int) -> LogSegment:
@@ -587,6 +603,7 @@ class Log:
         (``LocalLog.roll``); an empty active segment at that offset is kept as it is."""
         self._check_writable()
         with self._lock:
+            self._dir_dirty = True
             new_base = max(expected_next_offset or 0, self._log_end_offset)
             active = self._segments[-1]
             if active.base_offset == new_base and active.size == 0:
@@ -615,15 +632,23 @@ class Log:
         c = self.config
         if (c.fsync == "always" or self._unflushed >= c.flush_messages
                 or now - self._last_flush_ms >= c.flush_ms):
-            self.flush()
+            self._flush(data_only=True)
 
     def flush(self) -> None:
         """fsync every segment above the recovery point and the directory, then advance the
         recovery point to the log end offset (only a real fsync moves it)."""
+        self._flush(data_only=False)
+
+    def _flush(self, *, data_only: bool) -> None:
+        """``data_only`` (the flush policy's flush between appends): the active segment's index
+        entries and an unchanged directory are not fsynced (see ``LogSegment.flush``); what a
+        recovery point promises, every acknowledged byte of the log, is."""
         self._check_writable()
         with self._lock:
-            for seg in self._segments[self._segment_for(self.recovery_point):]:
+            segments = self._segments[self._segment_for(self.recovery_point):]
+            for seg in segments[:-1]:
                 seg.flush()
+            segments[-1].flush(data_only=data_only)
             for path in self._unsynced_snapshots:
                 try:
                     fd = os.open(path, os.O_RDONLY)
@@ -633,7 +658,9 @@ class Log:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            os.fsync(self._dir_fd)
+            if self._dir_dirty or not data_only:
+                os.fsync(self._dir_fd)
+                self._dir_dirty = False
             self._unsynced_snapshots.clear()
             self.recovery_point = self._log_end_offset
             self._unflushed = 0
@@ -690,15 +717,21 @@ class Log:
         table = decode_run(raw, source=str(self.dir)).table
         if max_offset is not None:
             upper = min(upper, max_offset)
-        offsets = table.column("offset")
-        keep = pc.and_(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, upper)),
-                       pc.invert(table.column("isControl")))
+        # offsets increase through a log: the wanted rows are one slice (zero copy)
+        offsets = table.column("offset").to_numpy()
+        lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
+        table = table.slice(lo, max(0, hi - lo))
+        keep = None
+        control = table.column("isControl")
+        if pc.any(control).as_py():
+            keep = pc.invert(control)
         if committed and table.num_rows:
-            fetched_end = min(upper, int(pc.max(offsets).as_py()) + 1)
+            fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
             aborted = self._collect_aborted_txns(segments, bases, offset, fetched_end)
             if aborted:
-                keep = pc.and_(keep, pa.array(~_aborted_mask(table, aborted)))
-        return table.filter(keep)
+                mask = pa.array(~_aborted_mask(table, aborted))
+                keep = mask if keep is None else pc.and_(keep, mask)
+        return table if keep is None else table.filter(keep)
 
     def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
                               fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -753,6 +786,7 @@ class Log:
         """Remove every record at or above ``offset`` (``UnifiedLog.truncateTo``)."""
         self._check_writable()
         with self._lock:
+            self._dir_dirty = True
             if offset < 0:
                 raise OffsetOutOfRangeError(f"Cannot truncate {self.dir.name} to negative offset {offset}")
             if offset >= self._log_end_offset:
@@ -784,6 +818,7 @@ class Log:
         segment wholly below it. Returns the new log start offset."""
         self._check_writable()
         with self._lock:
+            self._dir_dirty = True
             if offset > self._log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"Cannot advance the log start offset of {self.dir.name} to {offset}: "

@@ -16,13 +16,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from .config import LogConfig
 from .errors import CorruptRecordError, OffsetOverflowError, RecordTooLargeError
-from .format.log_input_stream import BatchInfo, LogInputStream
+from .format.log_input_stream import BatchArrays, BatchInfo, LogInputStream, scan_batches
 from .format.record_batch import HEADER_SIZE_UP_TO_MAGIC
 from .index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 
 log = logging.getLogger(__name__)
+
+_FIND_WINDOW = 64 << 10     # first read when looking for an offset from its index entry
 
 INT_MAX = 2**31 - 1
 _CHUNK = 1 << 20
@@ -93,6 +97,7 @@ class LogSegment:
             size = os.fstat(self._fd).st_size
         self._size = size
         self._preallocated = writable and not exists and prealloc
+        self._index_files_synced = False
         self.offset_index = OffsetIndex(paths[INDEX_SUFFIX], base_offset, config.segment_index_bytes,
                                         writable=writable)
         self.time_index = TimeIndex(paths[TIME_INDEX_SUFFIX], base_offset, config.segment_index_bytes,
@@ -214,11 +219,11 @@ class LogSegment:
     # -------------------------------------------------------------------------------- append
 
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
-               records) -> None:
+               records, *, batches: BatchArrays | None = None) -> None:
         """``LogSegment.append``: the bytes of one or more whole batches, whose last offset is
         ``largest_offset``. Indexed when more than ``index.interval.bytes`` were appended since the
         last entry (checked before counting this append: a segment's first append is never
-        indexed)."""
+        indexed). ``batches``: the append's header walk, if the caller has it."""
         n = len(records) if not isinstance(records, memoryview) else records.nbytes
         if n == 0:
             return
@@ -230,25 +235,44 @@ class LogSegment:
                 f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
         if position + n > INT_MAX:
             raise RecordTooLargeError(f"Appending {n} bytes would overflow {self.log_path}")
+        if batches is None:
+            batches = scan_batches(records)
+        if batches.legacy_at_end or batches.end != n:     # magic 0/1 entries (copied logs)
+            walk = [(b.position, b.size, b.last_offset, b.max_timestamp)
+                    for b in LogInputStream(records)]
+        else:
+            walk = zip(batches.position.tolist(), batches.size.tolist(),
+                       batches.last_offset.tolist(), batches.max_timestamp.tolist())
         _write_all(self._fd, records, position)
         self._size = position + n
         mts = self.max_timestamp_so_far
-        running = (mts.timestamp, mts.offset)        # the segment's max timestamp, batch by batch
+        running_ts, running_off = mts.timestamp, mts.offset   # the segment's max, batch by batch
         if largest_timestamp > mts.timestamp:
             self._max_ts = (largest_timestamp, shallow_offset_of_max_timestamp)
         # Index batch by batch, with the same interval rule: a multi-batch append (a whole
         # micro-batch) then gets the index a leader's one-batch appends would have, which is
         # also exactly what recovery rebuilds and what kafka-dump-log.sh verifies.
         interval = self.config.index_interval_bytes
-        for b in LogInputStream(records):
-            if b.max_timestamp > running[0]:
-                running = (b.max_timestamp, b.last_offset)
-            if self.bytes_since_last_index_entry > interval and not self.offset_index.is_full() \
-                    and not self.time_index.is_full():
-                self.offset_index.append(b.last_offset, position + b.position)
-                self.time_index.maybe_append(*running)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += b.size
+        offset_room = self.offset_index.max_entries - self.offset_index.entries
+        time_room = self.time_index.max_entries - 1 - self.time_index.entries  # is_full()
+        indexed_ts = self.time_index.last_entry.timestamp
+        since = self.bytes_since_last_index_entry
+        offsets, times = [], []
+        for p, size, last, ts in walk:
+            if ts > running_ts:
+                running_ts, running_off = ts, last
+            if since > interval and offset_room > 0 and time_room > 0:
+                offsets.append((last, position + p))
+                offset_room -= 1
+                if running_ts > indexed_ts:          # TimeIndex.maybeAppend's rule
+                    times.append((running_ts, running_off))
+                    indexed_ts = running_ts
+                    time_room -= 1
+                since = 0
+            since += size
+        self.offset_index.append_many(offsets)
+        self.time_index.maybe_append_many(times)
+        self.bytes_since_last_index_entry = since
 
     def update_txn_index(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)
@@ -256,9 +280,26 @@ class LogSegment:
     # -------------------------------------------------------------------------------- lookups
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
-        """The first batch at or after the index's hint whose last offset is >= ``offset``."""
-        start = max(self.offset_index.lookup(offset).position, starting_position)
-        for b in self.batches(start):
+        """The first batch at or after the index's hint whose last offset is >= ``offset``.
+        The hint is at most ``index.interval.bytes`` (plus a batch) before it, so a small
+        positioned read from there, walked by the compiled header scan, usually holds it."""
+        pos = max(self.offset_index.lookup(offset).position, starting_position)
+        end = self._size
+        while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+            chunk = os.pread(self._fd, min(_FIND_WINDOW, end - pos), pos)
+            try:
+                scan = scan_batches(chunk, source=str(self.log_path))
+            except CorruptRecordError as e:
+                raise e.located(source=str(self.log_path), base_position=pos) from e.__cause__
+            if not len(scan):
+                break                       # a legacy entry or a batch larger than the window
+            hit = np.flatnonzero(scan.last_offset >= offset)
+            if hit.size:
+                i = int(hit[0])
+                return LogOffsetPosition(int(scan.last_offset[i]), pos + int(scan.position[i]),
+                                         int(scan.size[i]))
+            pos += scan.end
+        for b in self.batches(pos):
             if b.last_offset >= offset:
                 return LogOffsetPosition(b.last_offset, b.position, b.size)
         return None
@@ -276,15 +317,25 @@ class LogSegment:
         limit = self._size if max_position is None else min(max_position, self._size)
         if max_size == 0 and not min_one_message:
             return found.position, b""
-        end = found.position
-        for b in self.batches(found.position):
-            if b.position + b.size > limit:
-                break
-            if b.position + b.size - found.position > max_size and not (
-                    min_one_message and end == found.position):
-                break
-            end = b.position + b.size
-        return found.position, self.read_bytes(found.position, end - found.position)
+        first = found.size if min_one_message else 0
+        want = min(max(max_size, first), limit - found.position)
+        data = os.pread(self._fd, want, found.position) if want > 0 else b""
+        try:
+            scan = scan_batches(data, source=str(self.log_path))
+        except CorruptRecordError as e:
+            raise e.located(source=str(self.log_path), base_position=found.position) \
+                from e.__cause__
+        if scan.legacy_at_end:                  # magic 0/1 entries: the scalar walk
+            end = found.position
+            for b in self.batches(found.position):
+                if b.position + b.size > limit:
+                    break
+                if b.position + b.size - found.position > max_size and not (
+                        min_one_message and end == found.position):
+                    break
+                end = b.position + b.size
+            return found.position, self.read_bytes(found.position, end - found.position)
+        return found.position, data[:scan.end] if scan.end != len(data) else data
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None
                                  ) -> TimestampAndOffset | None:
@@ -436,12 +487,19 @@ class LogSegment:
 
     # -------------------------------------------------------------------------------- files
 
-    def flush(self) -> None:
+    def flush(self, *, data_only: bool = False) -> None:
+        """fsync the log and the indexes. ``data_only`` (the active segment between appends)
+        skips the indexes once their files have been synced once at their preallocated length:
+        after an unclean stop that length marks the segment for recovery, which rebuilds them
+        from the log, so fsyncing their entries on every append would buy nothing."""
         if self.writable:
             os.fsync(self._fd)
+        if data_only and self._index_files_synced:
+            return
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
+        self._index_files_synced = True
 
     def close(self, *, final_entries: bool = True) -> None:
         """Close the files; a writable segment first gets its final time-index entry and loses

@@ -223,3 +223,64 @@ def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vd
             if n > 0:
                 _copy(out, p, hvdata, hvoffs[h], n)
                 p += n
+
+
+# ------------------------------------------------------------------------- batch header walk
+
+SCAN_END = 0          # fewer than a batch's bytes left (or none): the end of the data
+SCAN_FAULT = 1        # something LogInputStream raises for: let it say what
+SCAN_LEGACY = 2       # a magic 0/1 entry: the caller decides
+HEADER_FIELDS = 14    # columns of scan_headers' out
+
+
+@_njit
+def _be(arr, p, n):
+    v = np.int64(0)
+    for i in range(n):
+        v = (v << np.int64(8)) | np.int64(arr[p + i])
+    if n < 8 and v >= np.int64(1) << np.int64(8 * n - 1):
+        v -= np.int64(1) << np.int64(8 * n)
+    return v
+
+
+@_njit
+def scan_headers(arr, start, end, max_batch_size, out):
+    """The shallow walk of ``LogInputStream`` over v2 batches, compiled: ``out`` is
+    ``(capacity, 14)`` int64 and receives per batch position, total size, baseOffset,
+    partitionLeaderEpoch, magic, crc (unsigned), attributes, lastOffsetDelta, baseTimestamp,
+    maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount. Returns
+    ``(batches, position where it stopped, SCAN_END | SCAN_FAULT | SCAN_LEGACY)``."""
+    pos = start
+    n = 0
+    while True:
+        if pos + 17 >= end or n == out.shape[0]:
+            return n, pos, SCAN_END
+        size = _be(arr, pos + 8, 4)
+        magic = _be(arr, pos + 16, 1)
+        if size < 14 or (max_batch_size >= 0 and size > max_batch_size):
+            return n, pos, SCAN_FAULT
+        if pos > end - 12 - size:
+            return n, pos, SCAN_END
+        if magic < 0 or magic > 2:
+            return n, pos, SCAN_FAULT
+        if magic != 2:
+            return n, pos, SCAN_LEGACY
+        total = size + 12
+        if total < 61:
+            return n, pos, SCAN_FAULT
+        out[n, 0] = pos
+        out[n, 1] = total
+        out[n, 2] = _be(arr, pos, 8)
+        out[n, 3] = _be(arr, pos + 12, 4)
+        out[n, 4] = magic
+        out[n, 5] = _be(arr, pos + 17, 4) & np.int64(0xFFFFFFFF)
+        out[n, 6] = _be(arr, pos + 21, 2) & np.int64(0xFF)
+        out[n, 7] = _be(arr, pos + 23, 4)
+        out[n, 8] = _be(arr, pos + 27, 8)
+        out[n, 9] = _be(arr, pos + 35, 8)
+        out[n, 10] = _be(arr, pos + 43, 8)
+        out[n, 11] = _be(arr, pos + 51, 2)
+        out[n, 12] = _be(arr, pos + 53, 4)
+        out[n, 13] = _be(arr, pos + 57, 4)
+        n += 1
+        pos += total

@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
 from .compression import CompressionType, compress, decompress
-from .log_input_stream import (MIN_RECORD_SIZE, BatchInfo, LogInputStream,
-                               default_max_decompressed)
-from .record_batch import (ATTRIBUTES_OFFSET, CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
+from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
+                               default_max_decompressed, scan_batches)
+from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
+                           CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
+                           TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
                            NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
                            RECORD_BATCH_OVERHEAD, BatchHeader, compute_attributes, crc32c,
                            decode_record, increment_sequence)
@@ -43,6 +45,7 @@ SCHEMA = pa.schema([
     ("isTransactional", pa.bool_()),
     ("isControl", pa.bool_()),
 ])
+_NO_HEADERS = pa.array([], HEADER_TYPE)
 DEFAULT_MAX_BATCH_BYTES = 1 << 20     # stays under max.message.bytes (1048588) with the header
 
 
@@ -77,35 +80,37 @@ def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool 
     ``max_decompressed`` bounds every batch's uncompressed size (default 128 x
     max.message.bytes); ``source`` names the file in errors, whose positions are absolute."""
     limit = max_decompressed or default_max_decompressed()
-    stream = LogInputStream(buf, start, end, max_batch_size=max_batch_size, verify=verify_crc,
-                            source=source)
+    end = len(buf) if end is None else min(end, len(buf))
     parts: list[pa.Table] = []
-    v2: list[BatchInfo] = []
-    old: list[BatchInfo] = []
-    batches = 0
-    for info in stream:
-        batches += 1
-        if info.magic == 2:
-            if old:
-                parts.append(_decode_legacy(old, limit, source))
-                old = []
-            v2.append(info)
-        else:
-            if v2:
-                parts.append(_decode_v2(buf, v2, limit, source))
-                v2 = []
+    batches, pos = 0, start
+    while True:
+        scan = scan_batches(buf, pos, end, verify=verify_crc, max_batch_size=max_batch_size,
+                            source=source)
+        if len(scan):
+            parts.append(_decode_v2(buf, scan, limit, source))
+            batches += len(scan)
+        pos = scan.end
+        if not scan.legacy_at_end:
+            break
+        # a run of magic 0/1 entries, walked by the scalar stream up to the next v2 batch
+        stream = LogInputStream(buf, pos, end, max_batch_size=max_batch_size, verify=verify_crc,
+                                source=source)
+        old: list[BatchInfo] = []
+        while (info := stream.next_batch()) is not None and info.magic != 2:
             old.append(info)
-    if v2:
-        parts.append(_decode_v2(buf, v2, limit, source))
-    if old:
         parts.append(_decode_legacy(old, limit, source))
+        batches += len(old)
+        if info is None:
+            pos = stream.position
+            break
+        pos = info.position
     if not parts:
         table = empty_table()
     elif len(parts) == 1:
         table = parts[0]
     else:
         table = pa.concat_tables(parts)
-    return DecodedRun(table, stream.position, stream.partial, batches)
+    return DecodedRun(table, pos, pos < end, batches)
 
 
 def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
@@ -138,101 +143,110 @@ def _corrupt(reason: str, info: BatchInfo, source: str | None,
 _GROUP_BYTES = 1 << 20   # decompressed batches smaller than this are joined before decoding
 
 
-def _decode_v2(buf, infos: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
+def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None) -> pa.Table:
     """Decode a run of v2 batches. Uncompressed batches are read in place; compressed ones are
     decompressed and decoded in groups of about a megabyte, so each decompressed byte is copied
     once more at most (into its Arrow column), and the per-call overhead stays small."""
-    for info in infos:
-        h = info.header
-        # refuse absurd counts before allocating per-record arrays
-        if h.records_count < 0 or (not h.compression and
-                                   h.records_count * MIN_RECORD_SIZE > info.size - RECORD_BATCH_OVERHEAD):
-            raise _corrupt(f"Batch claims {h.records_count} records in "
-                           f"{info.size - RECORD_BATCH_OVERHEAD} bytes of records", info, source)
-    if not any(i.header.compression for i in infos):
-        ranges = [(i.position + RECORD_BATCH_OVERHEAD, i.position + i.size) for i in infos]
-        return _decode_group(buf, infos, ranges, source)
+    counts, size = scan.records_count, scan.size
+    codec = scan.column("attributes") & COMPRESSION_CODEC_MASK
+    # refuse absurd counts before allocating per-record arrays
+    bad = np.flatnonzero((counts < 0) | ((codec == 0) & (
+        counts * MIN_RECORD_SIZE > size - RECORD_BATCH_OVERHEAD)))
+    if bad.size:
+        i = int(bad[0])
+        raise _corrupt(f"Batch claims {int(counts[i])} records in "
+                       f"{int(size[i]) - RECORD_BATCH_OVERHEAD} bytes of records", scan.info(i),
+                       source)
+    if not codec.any():
+        lo = scan.position + RECORD_BATCH_OVERHEAD
+        return _decode_group(buf, scan, lo, scan.position + size, source)
     mv = memoryview(buf)
     tables = []
-    group: list[BatchInfo] = []
+    first = 0
     pieces: list = []
-    size = 0
+    total = 0
 
-    def flush() -> None:
-        nonlocal group, pieces, size
+    def flush(upto: int) -> None:
+        nonlocal first, pieces, total
         data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        ranges, at = [], 0
-        for p in pieces:
-            ranges.append((at, at + len(p)))
-            at += len(p)
-        tables.append(_decode_group(data, group, ranges, source))
-        group, pieces, size = [], [], 0
+        hi = np.cumsum([len(p) for p in pieces], dtype=np.int64)
+        group = BatchArrays(scan.fields[first:upto], 0)
+        tables.append(_decode_group(data, group, hi - [len(p) for p in pieces], hi, source))
+        first, pieces, total = upto, [], 0
 
-    for info in infos:
-        h = info.header
-        lo, hi = info.position + RECORD_BATCH_OVERHEAD, info.position + info.size
-        if h.compression:
+    for i, (p, s, c, n) in enumerate(zip(scan.position.tolist(), size.tolist(), codec.tolist(),
+                                         counts.tolist())):
+        lo, hi = p + RECORD_BATCH_OVERHEAD, p + s
+        if c:
             try:
-                piece = decompress(h.compression, mv[lo:hi], magic=2, max_size=limit)
+                piece = decompress(c, mv[lo:hi], magic=2, max_size=limit)
             except CorruptRecordError as e:
-                raise _corrupt(f"compressed batch: {e.reason}", info, source, type(e)) from e
-            if h.records_count * MIN_RECORD_SIZE > len(piece):
-                raise _corrupt(f"Batch claims {h.records_count} records in {len(piece)} bytes "
-                               f"of records", info, source)
+                raise _corrupt(f"compressed batch: {e.reason}", scan.info(i), source,
+                               type(e)) from e
+            if n * MIN_RECORD_SIZE > len(piece):
+                raise _corrupt(f"Batch claims {n} records in {len(piece)} bytes of records",
+                               scan.info(i), source)
         else:
             piece = mv[lo:hi]
-        group.append(info)
         pieces.append(piece)
-        size += len(piece)
-        if size >= _GROUP_BYTES:
-            flush()
-    if group:
-        flush()
+        total += len(piece)
+        if total >= _GROUP_BYTES:
+            flush(i + 1)
+    if pieces:
+        flush(len(scan))
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
-def _decode_group(data, infos: list[BatchInfo], ranges: list[tuple[int, int]],
+def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> pa.Table:
-    headers = [i.header for i in infos]
-    counts = np.array([h.records_count for h in headers], np.int64)
+    counts = scan.records_count
     arr = np.frombuffer(data, np.uint8)
-    bounds = np.array(ranges, np.int64).reshape(-1, 2)
     n = int(counts.sum())
     fields = np.empty((n, 7), np.int64)
-    done, b, code = _kernels.parse_records(arr, bounds[:, 0], bounds[:, 1], counts, fields)
+    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
     if code != _kernels.OK:
-        _raise_fault(data, done, b, code, counts, infos, headers, ranges, source)
+        del arr             # the error's traceback must not keep buf exported
+        infos = [scan.info(i) for i in range(len(scan))]
+        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
+                     list(zip(lo.tolist(), hi.tolist())), source)
     ts_delta, off_delta = fields[:, 0], fields[:, 1]
     kstart, klen, vstart, vlen, hcount = (fields[:, 2], fields[:, 3], fields[:, 4], fields[:, 5],
                                           fields[:, 6])
-
-    batch_of = np.repeat(np.arange(len(infos)), counts)
-    base_offset = np.array([h.base_offset for h in headers], np.int64)
-    base_ts = np.array([h.base_timestamp for h in headers], np.int64)
-    max_ts = np.array([h.max_timestamp for h in headers], np.int64)
-    lat = np.array([h.timestamp_type == LOG_APPEND_TIME for h in headers])
-    pid = np.array([h.producer_id for h in headers], np.int64)
-    txn = np.array([h.is_transactional for h in headers])
-    ctrl = np.array([h.is_control for h in headers])
-
-    rec_lat = lat[batch_of]
-    if lat.any():
-        timestamps = np.where(rec_lat, max_ts[batch_of], base_ts[batch_of] + ts_delta)
+    attrs = scan.column("attributes")
+    if len(scan) == 1:           # a lookup's one batch: scalars broadcast, nothing to repeat
+        def per_record(column: np.ndarray) -> np.ndarray:
+            return np.full(n, column[0], column.dtype)
     else:
-        timestamps = base_ts[batch_of] + ts_delta
-    offsets = base_offset[batch_of] + off_delta
+        batch_of = np.repeat(np.arange(len(scan)), counts)
+
+        def per_record(column: np.ndarray) -> np.ndarray:
+            return column[batch_of]
+    rec_lat = per_record((attrs & TIMESTAMP_TYPE_MASK) != 0)
+    if rec_lat.any():
+        timestamps = np.where(rec_lat, per_record(scan.max_timestamp),
+                              per_record(scan.column("base_timestamp")) + ts_delta)
+    else:
+        timestamps = per_record(scan.column("base_timestamp")) + ts_delta
+    offsets = per_record(scan.base_offset) + off_delta
     keys, values = _gather(arr, kstart, klen), _gather(arr, vstart, vlen)
     return pa.Table.from_arrays([
-        pa.array(offsets),
-        pa.array(timestamps).cast(TIMESTAMP_TYPE),
-        pa.array(rec_lat.astype(np.int32)),
+        _fixed(offsets, pa.int64()),
+        _fixed(timestamps, TIMESTAMP_TYPE),
+        _fixed(rec_lat.astype(np.int32), pa.int32()),
         keys,
         values,
         _headers_column(arr, vstart, vlen, hcount),
-        pa.array(pid[batch_of]),
-        pa.array(txn[batch_of]),
-        pa.array(ctrl[batch_of]),
+        _fixed(per_record(scan.column("producer_id")), pa.int64()),
+        pa.array(per_record((attrs & TRANSACTIONAL_FLAG_MASK) != 0)),
+        pa.array(per_record((attrs & CONTROL_FLAG_MASK) != 0)),
     ], schema=SCHEMA)
+
+
+def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A non-null fixed-width column over ``values``' memory (no copy; ``pa.array`` of a small
+    numpy array costs ten times more, which is what a one-batch lookup would pay)."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
 def _raise_fault(data, done, b, code, counts, infos, headers, ranges, source):
@@ -281,7 +295,7 @@ def _headers_column(arr, vstart, vlen, hcount) -> pa.Array:
     np.cumsum(hcount, out=offsets[1:])
     total = int(offsets[-1])
     if total == 0:
-        return pa.ListArray.from_arrays(pa.array(offsets), pa.array([], HEADER_TYPE))
+        return pa.ListArray.from_arrays(_fixed(offsets, pa.int32()), _NO_HEADERS)
     spans = np.empty((total, 4), np.int64)
     _kernels.parse_headers(arr, vstart, vlen, hcount, spans)
     hk, hv = _gather(arr, spans[:, 0], spans[:, 1]), _gather(arr, spans[:, 2], spans[:, 3])
@@ -291,7 +305,7 @@ def _headers_column(arr, vstart, vlen, hcount) -> pa.Array:
         # Kafka decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so do we.
         hk = pa.array([None if x is None else x.decode("utf-8", "replace") for x in hk.to_pylist()],
                       pa.string())
-    return pa.ListArray.from_arrays(pa.array(offsets),
+    return pa.ListArray.from_arrays(_fixed(offsets, pa.int32()),
                                     pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE)))
 
 

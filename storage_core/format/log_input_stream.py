@@ -11,10 +11,13 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from ..errors import CorruptRecordError, UnknownMagicError
-from . import legacy
-from .record_batch import (HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
-                           BatchHeader, Record, decode_record, ensure_valid)
+from . import _kernels, legacy
+from .record_batch import (ATTRIBUTES_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
+                           RECORD_BATCH_OVERHEAD, BatchHeader, Record, crc32c, decode_record,
+                           ensure_valid)
 
 _PREFIX = struct.Struct(">qib")               # offset/baseOffset, size, (skip 4) magic
 MIN_ENTRY_SIZE = legacy.RECORD_OVERHEAD_V0     # 14: smallest legal size field of any magic
@@ -126,6 +129,96 @@ class LogInputStream:
 
 def iter_batches(buf, start: int = 0, end: int | None = None, **kwargs) -> Iterator[BatchInfo]:
     return iter(LogInputStream(buf, start, end, **kwargs))
+
+
+_COLUMNS = ("position", "size", "base_offset", "partition_leader_epoch", "magic", "crc",
+            "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
+            "producer_epoch", "base_sequence", "records_count")
+
+
+@dataclass(frozen=True)
+class BatchArrays:
+    """The shallow walk of a run of v2 batches as columns: ``fields`` holds one row per batch
+    (see ``_COLUMNS``; positions are in the scanned buffer). ``end`` is where the walk stopped:
+    the end of the last whole batch, or the first legacy (magic 0/1) entry when
+    ``legacy_at_end``."""
+
+    fields: np.ndarray
+    end: int
+    legacy_at_end: bool = False
+
+    def __len__(self) -> int:
+        return self.fields.shape[0]
+
+    def column(self, name: str) -> np.ndarray:
+        return self.fields[:, _COLUMNS.index(name)]
+
+    @property
+    def position(self) -> np.ndarray:
+        return self.fields[:, 0]
+
+    @property
+    def size(self) -> np.ndarray:
+        return self.fields[:, 1]
+
+    @property
+    def base_offset(self) -> np.ndarray:
+        return self.fields[:, 2]
+
+    @property
+    def last_offset(self) -> np.ndarray:
+        return self.fields[:, 2] + self.fields[:, 7]
+
+    @property
+    def max_timestamp(self) -> np.ndarray:
+        return self.fields[:, 9]
+
+    @property
+    def records_count(self) -> np.ndarray:
+        return self.fields[:, 13]
+
+    def header(self, i: int) -> BatchHeader:
+        f = self.fields[i].tolist()
+        return BatchHeader(f[2], f[1] - LOG_OVERHEAD, f[3], f[4], f[5], f[6], *f[7:])
+
+    def info(self, i: int, shift: int = 0) -> BatchInfo:
+        """Batch ``i`` as ``LogInputStream`` would have yielded it (position moved by ``shift``)."""
+        return BatchInfo(int(self.fields[i, 0]) + shift, int(self.fields[i, 1]), 2,
+                         header=self.header(i))
+
+
+def scan_batches(buf, start: int = 0, end: int | None = None, *, verify: bool = False,
+                 max_batch_size: int | None = None, source: str | None = None) -> BatchArrays:
+    """``LogInputStream``'s shallow walk of v2 batches in one compiled pass, as columns: the same
+    end-of-data rules, the same errors (a fault is re-read by ``LogInputStream`` so the message
+    is exactly its own), with ``verify`` every batch's CRC-32C checked. Stops before the first
+    legacy entry (``legacy_at_end``); callers that accept legacy data walk on with
+    ``LogInputStream``."""
+    arr = np.frombuffer(buf, np.uint8)
+    end = arr.shape[0] if end is None else min(end, arr.shape[0])
+    out = np.empty((max(0, end - start) // RECORD_BATCH_OVERHEAD + 1, _kernels.HEADER_FIELDS),
+                   np.int64)
+    n, stop, code = _kernels.scan_headers(arr, start, end,
+                                          -1 if max_batch_size is None else max_batch_size, out)
+    del arr                 # no export of buf may outlive this call (an mmap must stay closable)
+    fields = out[:n]
+    if verify and n:
+        mv = memoryview(buf).cast("B")
+        try:
+            for i, (p, s, c, cnt) in enumerate(zip(fields[:, 0].tolist(), fields[:, 1].tolist(),
+                                                   fields[:, 5].tolist(), fields[:, 13].tolist())):
+                if cnt < 0 or crc32c(mv[p + ATTRIBUTES_OFFSET:p + s]) != c:
+                    try:
+                        ensure_valid(buf, p, s)
+                    except CorruptRecordError as e:
+                        raise e.located(source=source) from e.__cause__
+        finally:
+            mv.release()
+    if code == _kernels.SCAN_FAULT:     # after the CRCs before it, in LogInputStream's order
+        LogInputStream(buf, stop, end, max_batch_size=max_batch_size, verify=verify,
+                       source=source).next_batch()
+        raise CorruptRecordError("Corrupt batch", position=stop, source=source)  # not reached
+    return BatchArrays(fields, stop, code == _kernels.SCAN_LEGACY)
 
 
 def batch_payload(buf, info: BatchInfo, *, max_decompressed: int) -> bytes | memoryview:

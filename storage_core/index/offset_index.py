@@ -103,6 +103,36 @@ class OffsetIndex(AbstractIndex):
             self._entries += 1
             self._last_offset = offset
 
+    def append_many(self, entries: list[tuple[int, int]]) -> None:
+        """``append`` for each ``(offset, position)`` in order (the entries of a multi-batch
+        append), under one lock; nothing is written unless all are valid."""
+        with self._lock:
+            self._check_open()
+            if not entries:
+                return
+            if self._entries + len(entries) > self.max_entries:
+                raise IndexFullError(f"Attempt to append to a full offset index {self._path} "
+                                     f"(size = {self._entries})")
+            last = self._last_offset if self._entries else None
+            rows = []
+            for offset, position in entries:
+                if last is not None and offset <= last:
+                    raise InvalidOffsetError(
+                        f"Attempt to append an offset {offset} to position "
+                        f"{self._entries + len(rows)} no larger than the last offset appended "
+                        f"({last}) to {self._path}")
+                if not 0 <= position <= INT32_MAX:
+                    raise ValueError(f"Position {position} for offset {offset} does not fit the "
+                                     f"int32 positions of {self._path}")
+                rows.append((self.relative_offset(offset), position))
+                last = offset
+            self._check_writable()
+            assert self._mm is not None
+            at = self._entries * self.ENTRY_SIZE
+            self._mm[at:at + len(rows) * self.ENTRY_SIZE] = np.array(rows, self._DTYPE).tobytes()
+            self._entries += len(rows)
+            self._last_offset = last
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``. Kafka's rule (floor slot; an exact hit
         keeps ``slot`` entries, else ``slot + 1``; no floor keeps none) is exactly "keep the

@@ -119,6 +119,43 @@ class TimeIndex(AbstractIndex):
             self._entries += 1
             self._last_entry = TimestampOffset(timestamp, offset)
 
+
+    def maybe_append_many(self, entries: list[tuple[int, int]]) -> None:
+        """``maybe_append`` for each ``(timestamp, offset)`` in order (a multi-batch append's
+        entries), under one lock and with one write; nothing is written unless all are valid."""
+        with self._lock:
+            self._check_open()
+            last_ts, last_off = self._last_entry.timestamp, self._last_entry.offset
+            rows = []
+            for timestamp, offset in entries:
+                if self._entries + len(rows) >= self.max_entries - 1:     # is_full()
+                    raise IndexFullError(f"Attempt to append to a full time index {self._path} "
+                                         f"(size = {self._entries + len(rows)})")
+                if (self._entries or rows) and offset < last_off:
+                    raise InvalidOffsetError(
+                        f"Attempt to append an offset ({offset}) to slot "
+                        f"{self._entries + len(rows)} no larger than the last offset appended "
+                        f"({last_off}) to {self._path}")
+                if (self._entries or rows) and timestamp < last_ts:
+                    raise ValueError(
+                        f"Attempt to append a timestamp ({timestamp}) to slot "
+                        f"{self._entries + len(rows)} no larger than the last timestamp "
+                        f"appended ({last_ts}) to {self._path}")
+                if timestamp <= last_ts:
+                    continue
+                if timestamp > _INT64.max:
+                    raise ValueError(f"Timestamp {timestamp} does not fit the int64 timestamps "
+                                     f"of {self._path}")
+                rows.append((timestamp, self.relative_offset(offset)))
+                last_ts, last_off = timestamp, offset
+            if not rows:
+                return
+            self._check_writable()
+            assert self._mm is not None
+            at = self._entries * self.ENTRY_SIZE
+            self._mm[at:at + len(rows) * self.ENTRY_SIZE] = np.array(rows, self._DTYPE).tobytes()
+            self._entries += len(rows)
+            self._last_entry = TimestampOffset(last_ts, last_off)
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset`` (Kafka searches the offset field here).
         Offsets along a time index never decrease, but two entries may share one (a larger

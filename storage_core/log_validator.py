@@ -1,0 +1,128 @@
+"""``LogValidator``: what a broker checks in the batches of an append before it writes them.
+
+Every record of every batch must decode (a broker reads them all too); a producer's batches
+(Kafka's leader path) must also be data batches with records numbered ``0..n-1``, and on a
+compacted topic every record needs a key. The checks run over whole appends at once: one
+compiled walk of the record fields of every batch (``_kernels.parse_records``) and numpy over
+the results, so validating a megabyte of small batches costs tens of microseconds, not a Python
+loop per batch or record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import CorruptRecordError
+from .format import _kernels
+from .format.columnar import _raise_fault
+from .format.compression import decompress
+from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays
+from .format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
+
+
+def _where(batches: BatchArrays, i: int, name: str) -> tuple[str, int]:
+    pos = int(batches.position[i])
+    return f"batch at position {pos} of the append to {name}", pos
+
+
+def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
+                     allow_control: bool = False, require_keys: bool = False,
+                     max_decompressed: int) -> None:
+    """Raise ``CorruptRecordError`` (position = the batch's position in ``buf``) for the first
+    batch a broker would refuse. ``client``: a producer's append (``LogValidator`` with
+    ``AppendOrigin.CLIENT``); ``allow_control``: the coordinator's markers; ``require_keys``:
+    a compacted topic. ``name`` (the partition) is used in messages."""
+    n = len(batches)
+    if n == 0:
+        return
+    attrs = batches.column("attributes")
+    counts = batches.records_count
+    if client:
+        bad = np.flatnonzero(((attrs & CONTROL_FLAG_MASK) != 0) & (not allow_control))
+        if bad.size:
+            where, pos = _where(batches, int(bad[0]), name)
+            raise CorruptRecordError(f"Control records are not allowed from clients ({where})",
+                                     position=pos)
+        bad = np.flatnonzero(counts == 0)
+        if bad.size:
+            where, pos = _where(batches, int(bad[0]), name)
+            raise CorruptRecordError(f"Batch without records is not allowed ({where})",
+                                     position=pos)
+    fields, ok = _record_fields(buf, batches, max_decompressed)
+    if client:
+        # inner offset deltas must be 0..n-1 in every batch, and lastOffsetDelta n-1
+        firsts = np.cumsum(counts) - counts
+        expected = np.arange(fields.shape[0]) - np.repeat(firsts, counts)
+        bad_rec = np.flatnonzero(fields[:, 1] != expected)
+        bad = np.flatnonzero(batches.column("last_offset_delta") != counts - 1)
+        first_bad = min([int(np.searchsorted(firsts, bad_rec[0], "right")) - 1] if bad_rec.size
+                        else [], default=n)
+        first_bad = min(first_bad, int(bad[0]) if bad.size else n)
+        if first_bad < n:
+            where, pos = _where(batches, first_bad, name)
+            raise CorruptRecordError(
+                f"Inner record offsets of the {where} are not sequential "
+                f"0..{int(counts[first_bad]) - 1}", position=pos)
+    if require_keys:
+        nulls = np.flatnonzero((fields[:, 3] < 0) & ok)
+        if nulls.size:
+            firsts = np.cumsum(counts) - counts
+            b = int(np.searchsorted(firsts, nulls[0], "right")) - 1
+            where, pos = _where(batches, b, name)
+            raise CorruptRecordError(
+                f"Compacted topic cannot accept message without key in topic partition {name} "
+                f"(record {int(nulls[0] - firsts[b])} of the {where})", position=pos)
+
+
+def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every record's fields (``parse_records``' seven columns), the batches in order, and a
+    mask of the records that belong to data batches (control records have no keys to check).
+    Raises the codec's error for the first record that does not decode."""
+    counts = batches.records_count
+    pos, size = batches.position, batches.size
+    attrs = batches.column("attributes")
+    codec = attrs & COMPRESSION_CODEC_MASK
+    room = size - RECORD_BATCH_OVERHEAD
+    bad = np.flatnonzero((counts < 0) | ((codec == 0) & (counts * MIN_RECORD_SIZE > room)))
+    if bad.size:
+        i = int(bad[0])
+        raise CorruptRecordError(f"Batch claims {int(counts[i])} records in {int(room[i])} bytes "
+                                 f"of records", position=int(pos[i]),
+                                 offset=int(batches.base_offset[i]))
+    if not codec.any():
+        data = buf
+        lo, hi = pos + RECORD_BATCH_OVERHEAD, pos + size
+    else:
+        # decompressed pieces and uncompressed record bytes laid end to end
+        mv = memoryview(buf).cast("B")
+        pieces, lo_l, hi_l, at = [], [], [], 0
+        for i, (p, s, c, cnt) in enumerate(zip(pos.tolist(), size.tolist(), codec.tolist(),
+                                               counts.tolist())):
+            piece = mv[p + RECORD_BATCH_OVERHEAD:p + s]
+            if c:
+                try:
+                    piece = decompress(c, piece, magic=2, max_size=limit)
+                except CorruptRecordError as e:
+                    raise CorruptRecordError(f"compressed batch: {e.reason}", position=p,
+                                             offset=int(batches.base_offset[i])) from e
+                if cnt * MIN_RECORD_SIZE > len(piece):
+                    raise CorruptRecordError(f"Batch claims {cnt} records in {len(piece)} bytes "
+                                             f"of records", position=p,
+                                             offset=int(batches.base_offset[i]))
+            pieces.append(piece)
+            lo_l.append(at)
+            at += len(piece)
+            hi_l.append(at)
+        data = b"".join(pieces)
+        mv.release()
+        lo, hi = np.array(lo_l, np.int64), np.array(hi_l, np.int64)
+    arr = np.frombuffer(data, np.uint8)
+    fields = np.empty((int(counts.sum()), 7), np.int64)
+    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
+    if code != _kernels.OK:
+        del arr             # the error's traceback must not keep buf exported
+        infos = [batches.info(i) for i in range(len(batches))]
+        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
+                     list(zip(lo.tolist(), hi.tolist())), None)
+    data_records = np.repeat((attrs & CONTROL_FLAG_MASK) == 0, counts)
+    return fields, data_records
