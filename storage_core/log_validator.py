@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import CorruptRecordError
-from .format import _kernels
-from .format.columnar import _raise_fault
+from .format.columnar import record_fields
 from .format.compression import decompress
 from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays
 from .format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
@@ -116,13 +115,6 @@ def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, n
         data = b"".join(pieces)
         mv.release()
         lo, hi = np.array(lo_l, np.int64), np.array(hi_l, np.int64)
-    arr = np.frombuffer(data, np.uint8)
-    fields = np.empty((int(counts.sum()), 7), np.int64)
-    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
-    if code != _kernels.OK:
-        del arr             # the error's traceback must not keep buf exported
-        infos = [batches.info(i) for i in range(len(batches))]
-        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
-                     list(zip(lo.tolist(), hi.tolist())), None)
+    fields = record_fields(data, batches, lo, hi, None)
     data_records = np.repeat((attrs & CONTROL_FLAG_MASK) == 0, counts)
     return fields, data_records

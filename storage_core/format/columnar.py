@@ -200,15 +200,9 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None) -> pa.Tab
 def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> pa.Table:
     counts = scan.records_count
-    arr = np.frombuffer(data, np.uint8)
     n = int(counts.sum())
-    fields = np.empty((n, 7), np.int64)
-    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
-    if code != _kernels.OK:
-        del arr             # the error's traceback must not keep buf exported
-        infos = [scan.info(i) for i in range(len(scan))]
-        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
-                     list(zip(lo.tolist(), hi.tolist())), source)
+    fields = record_fields(data, scan, lo, hi, source)
+    arr = np.frombuffer(data, np.uint8)
     ts_delta, off_delta = fields[:, 0], fields[:, 1]
     kstart, klen, vstart, vlen, hcount = (fields[:, 2], fields[:, 3], fields[:, 4], fields[:, 5],
                                           fields[:, 6])
@@ -240,6 +234,23 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
         pa.array(per_record((attrs & TRANSACTIONAL_FLAG_MASK) != 0)),
         pa.array(per_record((attrs & CONTROL_FLAG_MASK) != 0)),
     ], schema=SCHEMA)
+
+
+def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None) -> np.ndarray:
+    """Every record's fields (``_kernels.parse_records``' seven columns) of the batches in
+    ``scan``, whose records lie at ``data[lo[i]:hi[i]]``; the codec's error for the first record
+    that does not decode."""
+    counts = scan.records_count
+    arr = np.frombuffer(data, np.uint8)
+    fields = np.empty((int(counts.sum()), 7), np.int64)
+    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
+    if code != _kernels.OK:
+        del arr             # the error's traceback must not keep buf exported
+        infos = [scan.info(i) for i in range(len(scan))]
+        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
+                     list(zip(lo.tolist(), hi.tolist())), source)
+    return fields
 
 
 def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
