@@ -35,6 +35,9 @@ class LogConfig:
     delete_retention_ms: int = 86400000
     min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"
+    # KIP-937: how far a CreateTime record's timestamp may lie before / after the broker's now
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
     preallocate: bool = False
     file_delete_delay_ms: int = 60000
@@ -69,6 +72,9 @@ class LogConfig:
         need(self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
              "message.timestamp.type", self.message_timestamp_type,
              "must be CreateTime or LogAppendTime")
+        for name in ("before", "after"):
+            value = getattr(self, f"message_timestamp_{name}_max_ms")
+            need(value >= 0, f"message.timestamp.{name}.max.ms", value, "must be >= 0")
         need(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, "must be >= 0")
         need(self.compression_type in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"),
              "compression.type", self.compression_type,

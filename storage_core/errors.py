@@ -56,6 +56,11 @@ class UnknownMagicError(CorruptRecordError, UnsupportedFormatError):
     Kafka reports it as corruption; catch either base."""
 
 
+class InvalidTimestampError(KafkaLogError, ValueError):
+    """A record timestamp outside ``message.timestamp.before/after.max.ms`` of the append's now
+    (Kafka's ``InvalidTimestampException``); names the timestamp, the window and the batch."""
+
+
 class InvalidConfigError(KafkaLogError, ValueError):
     """A configuration or option value that is not allowed; the message names the option."""
 

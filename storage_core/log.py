@@ -29,9 +29,10 @@ import pyarrow.compute as pc
 from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name)
-from .config import LogConfig
+from .config import INT_MAX, LONG_MAX, LogConfig
 from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
-                     LogLockedError, OffsetOutOfRangeError, RecordTooLargeError)
+                     LogLockedError, OffsetOutOfRangeError, OffsetOverflowError,
+                     RecordTooLargeError)
 from .format import decode_run, empty_table, encode_batches
 from .format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
 from .format.log_input_stream import (BatchArrays, LogInputStream, default_max_decompressed,
@@ -219,8 +220,14 @@ class Log:
                 # recovering it with the rest keeps the consequences of what it truncates
                 log.info("The index of %s is missing: recovering from it", p)
                 recovery_point = min(recovery_point, base)
-            self._segments.append(LogSegment.open(self.dir, base, self.config,
-                                                  writable=not self.read_only, preallocate=False))
+            time_index_missing = not p.with_suffix(TIME_INDEX_SUFFIX).exists()
+            seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
+                                  preallocate=False)
+            if time_index_missing and not self.read_only:
+                # LogSegment.sanityCheck(timeIndexFileNewlyCreated): an empty index, not one of
+                # preallocated zeros that would read as entries (a recovery rebuilds it)
+                seg.time_index.resize(0)
+            self._segments.append(seg)
         self._bases = [s.base_offset for s in self._segments]
         if self._force_full_recovery:
             recovery_point = 0
@@ -341,26 +348,49 @@ class Log:
                 ends.append(seg.read_next_offset())
                 seg.close()
             lo, hi = min(bases), max(ends)
+            replaced: set[int] = set()
+            below = [offset_from_filename(p.name) for p in self.dir.iterdir()
+                     if p.name.endswith(LOG_SUFFIX) and offset_from_filename(p.name) < lo]
+            if below:
+                # a degenerate split's pieces start above the segment they replace
+                seg = LogSegment.open(self.dir, max(below), self.config, preallocate=False)
+                try:
+                    if seg.read_next_offset() > lo:
+                        replaced.add(seg.base_offset)
+                finally:
+                    seg.close(final_entries=False)
             for p in list(self.dir.iterdir()):
-                if not p.name.endswith(SWAP_SUFFIX) and p.name[:20].isdigit() and \
-                        lo <= offset_from_filename(p.name) < hi:
-                    p.unlink()           # the segments the cleaner replaced
-        for p in kept:
-            p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
+                if p.name.endswith(SWAP_SUFFIX) or not p.name[:20].isdigit():
+                    continue
+                off = offset_from_filename(p.name)
+                if lo <= off < hi or (off in replaced and p.name.endswith(
+                        (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))):
+                    p.unlink()           # the segments the cleaner or a split replaced
+        for p in self.dir.iterdir():     # kept, and the index files opening them created
+            if p.name.endswith(SWAP_SUFFIX):
+                p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
 
     def _recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:
         """``LogLoader.recoverLog``: validate every segment from the one holding the recovery
         point; the first invalid batch truncates the log there and drops every later segment."""
         if not self._segments:
             return
-        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        for i in range(start, len(self._segments)):
+        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        while i < len(self._segments):
             seg = self._segments[i]
             end = None if seg.indexes_preallocated() else seg.clean_end()
             if end is not None and end <= recovery_point:
+                i += 1
                 continue                    # closed cleanly and intact: nothing to recover
             nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
-            truncated = self._recover_segment(seg, log_start_offset, nxt)
+            try:
+                truncated = self._recover_segment(seg, log_start_offset, nxt)
+            except OffsetOverflowError as e:
+                log.warning("%s; splitting the segment", e)
+                self._segments[i:i + 1] = self._split_overflowed_segment(seg)
+                self._bases = [s.base_offset for s in self._segments]
+                continue                    # recover the pieces, starting with the first
+            i += 1
             if truncated > 0:
                 for later in self._segments[i + 1:]:
                     log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
@@ -368,6 +398,62 @@ class Log:
                 del self._segments[i + 1:]
                 break
         self._bases = [s.base_offset for s in self._segments]
+
+    def _split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
+        """``UnifiedLog.splitOverflowedSegment``: copy the batches of ``seg`` into new segments,
+        each starting a new one where the next batch's last offset would not fit 32-bit
+        relative offsets, and swap them in as the cleaner does: ``.cleaned`` files written and
+        fsynced, renamed to ``.swap`` from the highest base down (a crash in between leaves only
+        pieces that the next load deletes, KAFKA-6264), the old segment deleted, the swaps
+        renamed into place. Their indexes are rebuilt by the recovery that follows."""
+        groups: list[list[int]] = []             # [base, start position, end position]
+        try:
+            for b in seg.batches():
+                if not groups or b.last_offset - groups[-1][0] > INT_MAX:
+                    # the first piece keeps the segment's base when its first batch fits it,
+                    # else (Kafka's degenerate split) starts at that batch
+                    fits = not groups and b.last_offset - seg.base_offset <= INT_MAX
+                    base = seg.base_offset if fits else b.base_offset
+                    if b.last_offset - base > INT_MAX:
+                        raise OffsetOverflowError(
+                            f"Batch at position {b.position} of {seg.log_path} spans offsets "
+                            f"{b.base_offset}..{b.last_offset}, more than one segment can hold")
+                    groups.append([base, b.position, b.position + b.size])
+                else:
+                    groups[-1][2] = b.position + b.size
+        except CorruptRecordError:
+            pass        # the tail goes with the last piece, whose recovery truncates it
+        groups[-1][2] = seg.size
+        paths = []
+        for base, start, stop in groups:
+            path = self.dir / f"{base:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                pos = start
+                while pos < stop:
+                    chunk = seg.read_bytes(pos, min(stop - pos, 1 << 24))
+                    os.write(fd, chunk)
+                    pos += len(chunk)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            paths.append(path)
+        os.fsync(self._dir_fd)
+        swaps = []
+        for path in reversed(paths):
+            swap = path.with_name(path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+            path.rename(swap)
+            swaps.append(swap)
+        os.fsync(self._dir_fd)
+        seg.delete()
+        for swap in reversed(swaps):
+            swap.rename(swap.with_name(swap.name[:-len(SWAP_SUFFIX)]))
+        os.fsync(self._dir_fd)
+        self._dir_dirty = True
+        log.info("Split %s into %d segments at %s", seg.log_path, len(groups),
+                 ", ".join(str(g[0]) for g in groups))
+        return [LogSegment.open(self.dir, base, self.config, preallocate=False)
+                for base, _, _ in groups]
 
     def _recover_segment(self, seg: LogSegment, log_start_offset: int,
                          next_base_offset: int | None = None) -> int:
@@ -517,7 +603,8 @@ class Log:
             validate_batches(buf, scan, name=self.dir.name, client=assign_offsets,
                              allow_control=origin is AppendOrigin.COORDINATOR,
                              require_keys=assign_offsets and self.config.compact,
-                             max_decompressed=default_max_decompressed(self.config.max_message_bytes))
+                             max_decompressed=default_max_decompressed(self.config.max_message_bytes),
+                             timestamp_window=self._timestamp_window() if assign_offsets else None)
             deltas = scan.column("last_offset_delta")
             log_end = self._log_end_offset
             if assign_offsets:
@@ -590,6 +677,16 @@ class Log:
         for i in np.flatnonzero(epochs > running).tolist():
             self.leader_epoch_cache.assign(int(epochs[i]), int(scan.base_offset[i]))
 
+    def _timestamp_window(self) -> tuple[int, int] | None:
+        """The CreateTime window a producer's records must fall in, or None when unbounded."""
+        c = self.config
+        if c.message_timestamp_type != "CreateTime" or (
+                c.message_timestamp_before_max_ms == LONG_MAX
+                and c.message_timestamp_after_max_ms == LONG_MAX):
+            return None
+        now = self.clock()
+        return now - c.message_timestamp_before_max_ms, now + c.message_timestamp_after_max_ms
+
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int,
                     now: int) -> LogSegment:
         seg = self._segments[-1]
@@ -614,16 +711,17 @@ class Log:
                     log.warning("Deleting %s before rolling to it", p)
                     p.unlink()
             active.on_become_inactive_segment()
-            if self.config.fsync == "always":
-                active.flush()
             seg = LogSegment.open(self.dir, new_base, self.config)
             self._add_segment(seg)
-            # the snapshot at the new base is fsynced with the next flush (before the recovery
-            # point can pass it)
             self.producer_state.update_map_end_offset(new_base)
-            path = self.producer_state.take_snapshot(sync=self.config.fsync == "always")
-            if path is not None and self.config.fsync != "always":
+            path = self.producer_state.take_snapshot(sync=False)
+            if path is not None:
                 self._unsynced_snapshots.append(path)
+            # UnifiedLog.roll: flushUptoOffsetExclusive(newSegment.baseOffset), whatever the
+            # flush policy: the rolled segment, its snapshot and the new files are made durable
+            # and the recovery point moves to the new segment, so a crash never re-validates a
+            # segment that was complete before it
+            self._flush(data_only=False, upto=new_base)
             return seg
 
     # ---------------------------------------------------------------------------- flush
@@ -639,16 +737,19 @@ class Log:
         recovery point to the log end offset (only a real fsync moves it)."""
         self._flush(data_only=False)
 
-    def _flush(self, *, data_only: bool) -> None:
+    def _flush(self, *, data_only: bool, upto: int | None = None) -> None:
         """``data_only`` (the flush policy's flush between appends): the active segment's index
         entries and an unchanged directory are not fsynced (see ``LogSegment.flush``); what a
-        recovery point promises, every acknowledged byte of the log, is."""
+        recovery point promises, every acknowledged byte of the log, is. ``upto``: only the
+        segments below that offset (``flushUptoOffsetExclusive``), which becomes the recovery
+        point; otherwise everything, up to the log end offset."""
         self._check_writable()
         with self._lock:
-            segments = self._segments[self._segment_for(self.recovery_point):]
-            for seg in segments[:-1]:
-                seg.flush()
-            segments[-1].flush(data_only=data_only)
+            end = self._log_end_offset if upto is None else upto
+            segments = [s for s in self._segments[self._segment_for(self.recovery_point):]
+                        if s.base_offset < end or s is self._segments[-1]]
+            for seg in segments:
+                seg.flush(data_only=data_only and seg is self._segments[-1])
             for path in self._unsynced_snapshots:
                 try:
                     fd = os.open(path, os.O_RDONLY)
@@ -662,9 +763,10 @@ class Log:
                 os.fsync(self._dir_fd)
                 self._dir_dirty = False
             self._unsynced_snapshots.clear()
-            self.recovery_point = self._log_end_offset
-            self._unflushed = 0
-            self._last_flush_ms = self.clock()
+            self.recovery_point = max(self.recovery_point, end)
+            if upto is None:
+                self._unflushed = 0
+                self._last_flush_ms = self.clock()
 
     # ---------------------------------------------------------------------------- read
 
@@ -790,6 +892,8 @@ class Log:
             if offset < 0:
                 raise OffsetOutOfRangeError(f"Cannot truncate {self.dir.name} to negative offset {offset}")
             if offset >= self._log_end_offset:
+                # UnifiedLog.truncateTo: an epoch begun at the LEO with nothing appended goes
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return
             if offset < self._segments[0].base_offset:
                 for seg in self._segments:

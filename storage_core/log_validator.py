@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, InvalidTimestampError
 from .format.columnar import record_fields
 from .format.compression import decompress
 from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays
@@ -26,11 +26,14 @@ def _where(batches: BatchArrays, i: int, name: str) -> tuple[str, int]:
 
 def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
                      allow_control: bool = False, require_keys: bool = False,
-                     max_decompressed: int) -> None:
+                     max_decompressed: int,
+                     timestamp_window: tuple[int, int] | None = None) -> None:
     """Raise ``CorruptRecordError`` (position = the batch's position in ``buf``) for the first
     batch a broker would refuse. ``client``: a producer's append (``LogValidator`` with
     ``AppendOrigin.CLIENT``); ``allow_control``: the coordinator's markers; ``require_keys``:
-    a compacted topic. ``name`` (the partition) is used in messages."""
+    a compacted topic; ``timestamp_window``: the inclusive ``(lowest, highest)`` CreateTime a
+    record may carry (``message.timestamp.before/after.max.ms`` around now), else
+    ``InvalidTimestampError``. ``name`` (the partition) is used in messages."""
     n = len(batches)
     if n == 0:
         return
@@ -62,6 +65,8 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
             raise CorruptRecordError(
                 f"Inner record offsets of the {where} are not sequential "
                 f"0..{int(counts[first_bad]) - 1}", position=pos)
+    if timestamp_window is not None:
+        _check_timestamps(batches, fields, timestamp_window, name)
     if require_keys:
         nulls = np.flatnonzero((fields[:, 3] < 0) & ok)
         if nulls.size:
@@ -71,6 +76,25 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
             raise CorruptRecordError(
                 f"Compacted topic cannot accept message without key in topic partition {name} "
                 f"(record {int(nulls[0] - firsts[b])} of the {where})", position=pos)
+
+
+def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[int, int],
+                      name: str) -> None:
+    """``LogValidator.validateTimestamp`` for CreateTime: every record's timestamp (records
+    without one, -1, pass) within the window, bounds included."""
+    counts = batches.records_count
+    ts = np.repeat(batches.column("base_timestamp"), counts) + fields[:, 0]
+    lo, hi = window
+    bad = np.flatnonzero((ts != -1) & ((ts < lo) | (ts > hi)))
+    if bad.size:
+        r = int(bad[0])
+        firsts = np.cumsum(counts) - counts
+        b = int(np.searchsorted(firsts, r, "right")) - 1
+        where, _ = _where(batches, b, name)
+        raise InvalidTimestampError(
+            f"Timestamp {int(ts[r])} of record {r - int(firsts[b])} of the {where} is out of "
+            f"range. The timestamp should be within [{lo}, {hi}] "
+            f"(message.timestamp.before.max.ms / message.timestamp.after.max.ms)")
 
 
 def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, np.ndarray]:

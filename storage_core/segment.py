@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import struct
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
@@ -389,9 +390,6 @@ class LogSegment:
         expected = self.base_offset
         try:
             for b, chunk, base in self._walk(0, verify=True):
-                if not 0 <= b.last_offset - self.base_offset <= INT_MAX:
-                    raise CorruptRecordError(f"offset {b.last_offset} overflows segment {self.base_offset}",
-                                             position=base + b.position)
                 if next_base_offset is not None and b.last_offset >= next_base_offset:
                     raise CorruptRecordError(
                         f"batch offsets {b.base_offset}..{b.last_offset} reach the next segment's "
@@ -401,6 +399,14 @@ class LogSegment:
                     raise CorruptRecordError(
                         f"batch offsets {b.base_offset}..{b.last_offset} do not follow offset "
                         f"{expected - 1}", position=base + b.position)
+                if b.last_offset - self.base_offset > INT_MAX:
+                    # valid, ordered offsets too far from the base for 32-bit relative index
+                    # entries (segments of brokers before 0.11 could hold them): the log splits
+                    # the segment (LogLoader's retryOnOffsetOverflow), nothing is truncated
+                    raise OffsetOverflowError(
+                        f"Batch at position {base + b.position} of {self.log_path} holds offset "
+                        f"{b.last_offset}, more than {INT_MAX} past the segment's base offset "
+                        f"{self.base_offset}")
                 expected = b.last_offset + 1
                 if b.magic < 2:
                     batch_records(chunk, b)       # legacy: the CRC check is per message
@@ -443,6 +449,8 @@ class LogSegment:
         removed = self._size - found.position
         self._truncate_file(found.position)
         if self._size == 0:
+            # LogSegment.truncateTo: an emptied segment starts its roll clock afresh
+            self.created_ms = int(time.time() * 1000)
             self.rolling_based_timestamp = None
         self._max_ts = None                 # reloaded from the index and the remaining batches
         self.bytes_since_last_index_entry = 0

@@ -26,15 +26,6 @@ Not applicable here:
   offset, stray snapshots removed, the snapshot after truncation) are tested below.
 - [LogLoaderTest.testOverCompactedLogRecoveryMultiRecordV1]: compressed v1 appends (first
   offset unknown) cannot be written: appends are v2 only.
-- [LogLoaderTest.testRecoveryOfSegmentWithOffsetOverflow]: splitting a legacy segment whose
-  offsets overflow the 32-bit relative range (LocalLog.splitOverflowedSegment) is not built.
-  Appends that would overflow roll instead (tested below); recovering such a segment (written
-  by an old broker) truncates it at the first overflowing batch, dropping the records after
-  it, where Kafka splits the segment and keeps them.
-- [LogLoaderTest.testRecoveryAfterCrashDuringSplitPhase1..5] (only the re-split): in phases 1-2
-  Kafka re-splits the overflowed segment during recovery (segment count initial + 1); there is
-  no split here, so those phases keep the original segment (count = initial). The file-level
-  rules (.cleaned discarded, .swap completed) are tested with a hand-made split below.
 - [LogLoaderTest.testLeaderEpochCacheClearedAfterStaticMessageFormatDowngrade]: no message
   format downgrade (no message.format.version, no v1 appends).
 - [LogLoaderTest.testLogStartOffsetWhenRemoteStorageIsEnabled] (only the remote case): no
@@ -46,8 +37,9 @@ Differences from Kafka found while translating:
   reset to 0, Kafka skips recovery altogether (the broker-wide clean-shutdown file wins);
   kafkalog has no such file and re-validates every segment past a stale recovery point even
   when the indexes are trimmed (tests/storage/test_log.py relies on this: deleting the
-  checkpoint forces recovery). What Kafka's test asserts (the log end offset restored from the
-  segments) is tested; the skip itself is a strict xfail.
+  checkpoint forces recovery). Deliberate: the recovery point is the only trustworthy sign of a
+  clean close at the partition level; both sides are pinned by
+  test_clean_shutdown_trusts_the_recovery_point_not_a_marker.
 - [LogLoaderTest.testLogRecoveryIsCalledUponBrokerCrash]: a *clean* partition whose load fails
   before the end keeps its trimmed indexes, so its next load is clean again (Kafka: unclean);
   nothing was recovered or rewritten by such a load. What matters, a crashed partition staying
@@ -256,28 +248,29 @@ def test_clean_shutdown_restores_the_log_end_offset(tmp_path: Path) -> None:
         assert all_records(log).column("offset").to_pylist() == list(range(100))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "After a clean close (active indexes trimmed) Log.open still recovers every segment past "
-    "the recovery-point checkpoint: with the checkpoint reset to 0 every segment is "
-    "re-validated and their offset indexes rebuilt (segment 0's planted 1-entry index comes "
-    "back with 12 entries). Kafka skips recovery altogether after a clean shutdown, whatever "
-    "the recovery point (LogLoader: hadCleanShutdown). Possibly intended: kafkalog has no "
-    "separate clean-shutdown file and tests/storage/test_log.py forces recovery of a cleanly "
-    "closed log by deleting the checkpoint."))
-def test_clean_shutdown_skips_recovery_even_at_recovery_point_zero(tmp_path: Path) -> None:
-    """[LogLoaderTest.testCleanShutdownFile] With a clean shutdown, recovery is skipped even if
-    the recovery point is 0: no segment is re-validated (segment 0's shortened index is not
-    rebuilt)."""
+def test_clean_shutdown_trusts_the_recovery_point_not_a_marker(tmp_path: Path) -> None:
+    """[LogLoaderTest.testCleanShutdownFile] Kafka skips recovery after a clean shutdown (its
+    data-directory ``.kafka_cleanshutdown`` file) whatever the recovery point. A kafkalog
+    ``Log`` has no such file of its own: a clean close moves the recovery point to the log end
+    offset, which skips recovery just as well (segment 0's shortened index is not rebuilt);
+    if that checkpoint is lost or reset to 0, kafkalog re-validates the segments rather than
+    trust index files whose length is the only sign of a clean close (segment 0's index comes
+    back whole). A deliberate divergence, on the side of the data."""
     cfg = LogConfig(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024)
     part = tmp_path / "t-0"
     with Log.open(part, cfg) as log:
         for i in range(100):
             log.append_raw(one(b"test", TS0 + i))
+        full_entries = log.segments[0].offset_index.entries
+    assert full_entries > 1
     os.truncate(part / name(0, ".index"), 8)
+    with Log.open(part, cfg) as log:                  # clean close: recovery point = LEO
+        assert log.log_end_offset == 100
+        assert log.segments[0].offset_index.entries == 1
     set_checkpoint(part, RP, 0)
     with Log.open(part, cfg) as log:
         assert log.log_end_offset == 100
-        assert log.segments[0].offset_index.entries == 1
+        assert log.segments[0].offset_index.entries == full_entries
 
 
 # ------------------------------------------------------------------ producer state and snapshots
@@ -603,11 +596,6 @@ def test_time_index_of_old_messages_rebuilt_empty(tmp_path: Path) -> None:
         assert (part / name(base, ".timeindex")).stat().st_size == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A missing .timeindex of a segment that is not recovered is created at its preallocated "
-    "length (segment.index.bytes, 10485756 bytes here) by LogSegment.open and stays so while "
-    "the log is open (only close trims it; see the next test for what a crash then leaves); "
-    "Kafka's sanityCheck creates it empty (0 bytes)."))
 def test_time_index_of_old_messages_is_an_empty_file_while_open(tmp_path: Path) -> None:
     """[LogLoaderTest.testRebuildTimeIndexForOldMessages] The rebuilt (missing) time index of
     every segment but the active one is a 0-byte file right after loading, as Kafka asserts."""
@@ -621,11 +609,6 @@ def test_time_index_of_old_messages_is_an_empty_file_while_open(tmp_path: Path) 
             assert seg.time_index.path.stat().st_size == 0, seg.time_index.path.name
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Consequence of the preallocated missing .timeindex: a writer killed while such a log is "
-    "open leaves the non-active segments' time indexes at 10485756 bytes; the next Log.open "
-    "does not recover them (they are below the recovery-point segment), counts every zero slot "
-    "as an entry (873813 entries of (0, base)) and no close trims them again."))
 def test_missing_time_index_after_a_crash_is_not_a_full_garbage_index(tmp_path: Path) -> None:
     """[LogLoaderTest.testRebuildTimeIndexForOldMessages] The same deleted time indexes (v2
     segments), the writer killed while the log is open: the next load still sees empty time
@@ -790,6 +773,95 @@ def test_follower_append_beyond_int_range_rolls(tmp_path: Path, multi: bool) -> 
         keys = log.read(0, max_bytes=1 << 20).column("key").to_pylist()
         assert keys == [b"k1"] + [b"k%d" % k for k in range(3, 3 + 3 * step)]
         assert log.log_end_offset == big + 3 * step
+
+
+OVERFLOW_BASES = [0, 1, 2, INT_MAX + 5, INT_MAX + 6, 2 * INT_MAX + 20]
+
+
+def _overflowed_partition(part: Path, bases=OVERFLOW_BASES) -> None:
+    """One segment file based at 0 holding one-record batches at ``bases`` (as a broker before
+    0.11 could leave it), no indexes, no checkpoints: the next load recovers it."""
+    part.mkdir(parents=True)
+    (part / name(0, ".log")).write_bytes(b"".join(
+        one(b"v%d" % i, TS0 + i, key=b"k%d" % i, base_offset=b) for i, b in enumerate(bases)))
+
+
+def test_recovery_splits_a_segment_with_offset_overflow(tmp_path: Path) -> None:
+    """[LogLoaderTest.testRecoveryOfSegmentWithOffsetOverflow] [UnifiedLogTest.testSplitOnOffsetOverflow]
+    A segment whose offsets overflow the 32-bit relative range is split during recovery into
+    segments that each fit (bases 0, Int.MAX+5, 2*Int.MAX+20), every record kept in order with
+    its offset, no temporary files left, and the next load finds nothing to split."""
+    part = tmp_path / "t-0"
+    _overflowed_partition(part)
+    with Log.open(part) as log:
+        assert [s.base_offset for s in log.segments] == [0, INT_MAX + 5, 2 * INT_MAX + 20]
+        got = all_records(log)
+        assert got.column("offset").to_pylist() == OVERFLOW_BASES
+        assert got.column("key").to_pylist() == [b"k%d" % i for i in range(6)]
+        assert log.log_end_offset == 2 * INT_MAX + 21
+        for seg in log.segments:
+            assert seg.offset_index.entries >= 0 and seg.read_next_offset() - seg.base_offset <= INT_MAX + 1
+    assert not [p for p in part.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    set_checkpoint(part, RP, 0)                       # recover everything again: no split
+    with Log.open(part) as log:
+        assert [s.base_offset for s in log.segments] == [0, INT_MAX + 5, 2 * INT_MAX + 20]
+        assert all_records(log).column("offset").to_pylist() == OVERFLOW_BASES
+
+
+def test_degenerate_split_starts_at_the_first_batch(tmp_path: Path) -> None:
+    """[UnifiedLogTest.testDegenerateSegmentSplit] every batch of the segment based at 0
+    overflows it: the split leaves one segment based at the first batch's base offset."""
+    part = tmp_path / "t-0"
+    bases = [INT_MAX + 5, INT_MAX + 6, INT_MAX + 7]
+    _overflowed_partition(part, bases)
+    with Log.open(part) as log:
+        assert [s.base_offset for s in log.segments] == [INT_MAX + 5]
+        assert all_records(log).column("offset").to_pylist() == bases
+    assert sorted(p.name for p in part.glob("*.log")) == [name(INT_MAX + 5, ".log")]
+
+
+@pytest.mark.parametrize("phase", ["cleaned", "half-swapped", "swapped", "old-deleted"])
+def test_crash_during_split_recovers_one_whole_log(tmp_path: Path, phase: str) -> None:
+    """[LogLoaderTest.testRecoveryAfterCrashDuringSplitPhase1..5] What a kill during the split
+    leaves (the pieces written as .cleaned; the highest piece renamed to .swap, the others not;
+    every piece .swap with the old segment still there; the old segment deleted): the next load
+    ends with the same three segments and every record exactly once."""
+    done = tmp_path / "done" / "t-0"
+    _overflowed_partition(done)
+    with Log.open(done):
+        pass
+    part = tmp_path / "crash" / "t-0"
+    _overflowed_partition(part)
+    pieces = sorted(int(p.name[:20]) for p in done.glob("*.log"))
+    for i, base in enumerate(pieces):
+        src = done / name(base, ".log")
+        if phase == "cleaned" or (phase == "half-swapped" and i < len(pieces) - 1):
+            suffix = ".log.cleaned"
+        else:
+            suffix = ".log.swap"
+        if base == 0 and suffix == ".log.swap" and phase == "old-deleted":
+            (part / name(0, ".log")).unlink()
+        shutil.copy(src, part / name(base, suffix))
+    with Log.open(part) as log:
+        assert [s.base_offset for s in log.segments] == pieces
+        assert all_records(log).column("offset").to_pylist() == OVERFLOW_BASES
+    assert not [p for p in part.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+
+
+def test_degenerate_split_crash_after_swap_drops_the_old_segment(tmp_path: Path) -> None:
+    """A degenerate split killed once its piece is a .swap: the old segment (based below the
+    piece but holding its offsets) is deleted on load, not read twice."""
+    bases = [INT_MAX + 5, INT_MAX + 6]
+    done = tmp_path / "done" / "t-0"
+    _overflowed_partition(done, bases)
+    with Log.open(done):
+        pass
+    part = tmp_path / "crash" / "t-0"
+    _overflowed_partition(part, bases)
+    shutil.copy(done / name(INT_MAX + 5, ".log"), part / name(INT_MAX + 5, ".log.swap"))
+    with Log.open(part) as log:
+        assert [s.base_offset for s in log.segments] == [INT_MAX + 5]
+        assert all_records(log).column("offset").to_pylist() == bases
 
 
 # -------------------------------------------------------------- interrupted split / compaction
