@@ -75,6 +75,14 @@ class AppendInfo:
     log_append_time: int = -1
 
 
+@dataclass(frozen=True)
+class FetchResult:
+    """What one ``Log.fetch`` returns: the visible records and where the next fetch starts."""
+
+    table: pa.Table
+    next_offset: int
+
+
 def _patch(buf: bytearray, positions: np.ndarray, at: int, values: np.ndarray, dtype: str) -> None:
     """Write ``values`` big-endian at ``positions + at`` of ``buf``, all at once (a header
     field outside the CRC: baseOffset, partitionLeaderEpoch)."""
@@ -132,7 +140,8 @@ class Log:
         self._closed = False
         self._force_full_recovery = False
         self._unsynced_snapshots: list[Path] = []
-        self.producer_state = ProducerStateManager(
+        self._producer_state_pending = False     # a reader loads it on first use
+        self._producer_state = ProducerStateManager(
             self.dir, producer_id_expiration_ms=config.producer_id_expiration_ms)
         try:
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
@@ -261,7 +270,18 @@ class Log:
             self.producer_state.remove_stray_snapshots(self._bases)
             self._rebuild_producer_state()
         else:
-            self._load_producer_state_read_only()
+            # a reader needs producer state only for read_committed (the last stable offset):
+            # replaying a log without snapshots can take long, so it waits until asked for
+            self._producer_state_pending = True
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        if self._producer_state_pending:
+            with self._lock:
+                if self._producer_state_pending:
+                    self._producer_state_pending = False
+                    self._load_producer_state_read_only()
+        return self._producer_state
 
     # ---------------------------------------------------------------------------- producer state
 
@@ -390,13 +410,13 @@ class Log:
                 self._segments[i:i + 1] = self._split_overflowed_segment(seg)
                 self._bases = [s.base_offset for s in self._segments]
                 continue                    # recover the pieces, starting with the first
-            i += 1
             if truncated > 0:
                 for later in self._segments[i + 1:]:
                     log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
                     later.delete()
                 del self._segments[i + 1:]
                 break
+            i += 1
         self._bases = [s.base_offset for s in self._segments]
 
     def _split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
@@ -770,6 +790,12 @@ class Log:
 
     # ---------------------------------------------------------------------------- read
 
+    def _check_in_range(self, offset: int) -> None:
+        if not self.log_start_offset <= offset <= self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Offset {offset} is out of range for {self.dir.name}: the log holds "
+                f"[{self.log_start_offset}, {self._log_end_offset})")
+
     def read_raw(self, offset: int, *, max_bytes: int = 1 << 20,
                  min_one_message: bool = True) -> bytes:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` of them (one
@@ -777,10 +803,7 @@ class Log:
         segments until the budget is spent; a broker's fetch stops at a segment's end, a reader
         here does not need to."""
         with self._lock:
-            if not self.log_start_offset <= offset <= self._log_end_offset:
-                raise OffsetOutOfRangeError(
-                    f"Offset {offset} is out of range for {self.dir.name}: the log holds "
-                    f"[{self.log_start_offset}, {self._log_end_offset})")
+            self._check_in_range(offset)
             segments = self._segments[self._segment_for(offset):]
         parts: list[bytes] = []
         budget = max_bytes
@@ -798,7 +821,17 @@ class Log:
     def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
              isolation: str = "read_uncommitted") -> pa.Table:
         """Records from ``offset`` (up to about ``max_bytes`` of batches, at least one batch),
-        as an Arrow table in ``storage_core.format.SCHEMA``, control records left out.
+        as an Arrow table in ``storage_core.format.SCHEMA``, control records left out (see
+        ``fetch``, which also says where the next read starts)."""
+        return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset,
+                          isolation=isolation).table
+
+    def fetch(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
+              isolation: str = "read_uncommitted") -> FetchResult:
+        """``read`` plus the offset the next fetch starts from: past every batch this one read,
+        also when all its records were left out (control batches, aborted transactions,
+        compacted-away batches), capped at the isolation level's end and ``max_offset``.
+        A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``.
 
         ``read_committed`` stops at the last stable offset and leaves out the records of aborted
         transactions: the aborted transactions overlapping the read come from the segments' txn
@@ -813,12 +846,17 @@ class Log:
             upper = self.last_stable_offset if committed else self.high_watermark
             segments = list(self._segments)
             bases = list(self._bases)
-        raw = self.read_raw(offset, max_bytes=max_bytes)
-        if not raw:
-            return empty_table()
-        table = decode_run(raw, source=str(self.dir)).table
+            self._check_in_range(offset)
         if max_offset is not None:
             upper = min(upper, max_offset)
+        if offset >= upper:
+            return FetchResult(empty_table(), offset)
+        raw = self.read_raw(offset, max_bytes=max_bytes)
+        if not raw:
+            return FetchResult(empty_table(), offset)
+        run = decode_run(raw, source=str(self.dir))
+        table = run.table
+        next_offset = max(offset, min(upper, run.next_offset))
         # offsets increase through a log: the wanted rows are one slice (zero copy)
         offsets = table.column("offset").to_numpy()
         lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
@@ -833,7 +871,7 @@ class Log:
             if aborted:
                 mask = pa.array(~_aborted_mask(table, aborted))
                 keep = mask if keep is None else pc.and_(keep, mask)
-        return table if keep is None else table.filter(keep)
+        return FetchResult(table if keep is None else table.filter(keep), next_offset)
 
     def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
                               fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

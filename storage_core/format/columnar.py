@@ -58,6 +58,7 @@ class DecodedRun:
     next_position: int
     partial: bool
     batches: int
+    next_offset: int = -1       # after the last complete batch (-1: none); a fetch resumes here
 
 
 def empty_table() -> pa.Table:
@@ -82,13 +83,14 @@ def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool 
     limit = max_decompressed or default_max_decompressed()
     end = len(buf) if end is None else min(end, len(buf))
     parts: list[pa.Table] = []
-    batches, pos = 0, start
+    batches, pos, next_offset = 0, start, -1
     while True:
         scan = scan_batches(buf, pos, end, verify=verify_crc, max_batch_size=max_batch_size,
                             source=source)
         if len(scan):
             parts.append(_decode_v2(buf, scan, limit, source))
             batches += len(scan)
+            next_offset = int(scan.last_offset[-1]) + 1
         pos = scan.end
         if not scan.legacy_at_end:
             break
@@ -100,6 +102,8 @@ def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool 
             old.append(info)
         parts.append(_decode_legacy(old, limit, source))
         batches += len(old)
+        if old:
+            next_offset = old[-1].last_offset + 1
         if info is None:
             pos = stream.position
             break
@@ -110,7 +114,7 @@ def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool 
         table = parts[0]
     else:
         table = pa.concat_tables(parts)
-    return DecodedRun(table, pos, pos < end, batches)
+    return DecodedRun(table, pos, pos < end, batches, next_offset)
 
 
 def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
