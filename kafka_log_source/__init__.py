@@ -1,1 +1,19 @@
-"""The Spark data source ``kafkalog`` (reads). Not built yet: see the issue tracker."""
+"""The Spark data source ``kafkalog``: Spark's Kafka source, read from Kafka partition
+directories on disk instead of a broker.
+
+    import kafka_log_source
+    kafka_log_source.register(spark)
+    df = (spark.readStream.format("kafkalog").option("path", "/data/kafkalog")
+          .option("subscribe", "orders").load())
+"""
+
+from __future__ import annotations
+
+from .datasource import KafkaLogDataSource
+
+__all__ = ["KafkaLogDataSource", "register"]
+
+
+def register(spark) -> None:
+    """Make ``format("kafkalog")`` available in ``spark`` (a session-scoped registration)."""
+    spark.dataSource.register(KafkaLogDataSource)

@@ -1,0 +1,97 @@
+"""What a data directory holds: its ``topic-partition`` directories, the partitions a
+subscription covers, and each partition's offsets, read through the storage engine opened
+read-only (the driver's side of what Spark's ``KafkaOffsetReaderAdmin`` asks a broker).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from storage_core.checkpoints import parse_topic_partition_dir
+from storage_core.errors import KafkaLogError
+from storage_core.log import Log
+
+from .offsets import TopicPartition
+from .options import Assign, Strategy, Subscribe
+
+log = logging.getLogger(__name__)
+
+
+def partition_dirs(root: Path) -> dict[TopicPartition, Path]:
+    """Every ``topic-partition`` directory directly under ``root``. Directories a broker marks
+    for deletion or moving (``-delete``, ``-future``, ``-stray``) and anything that is not a
+    partition directory are left out."""
+    found: dict[TopicPartition, Path] = {}
+    try:
+        entries = list(root.iterdir())
+    except FileNotFoundError:
+        return found
+    for p in entries:
+        if not p.is_dir() or p.name.endswith(("-delete", "-future", "-stray")):
+            continue
+        try:
+            tp = parse_topic_partition_dir(p.name)
+        except KafkaLogError:
+            continue
+        found[(tp.topic, tp.partition)] = p
+    return found
+
+
+def assigned(strategy: Strategy, root: Path) -> dict[TopicPartition, Path]:
+    """The partitions ``strategy`` covers that exist now, sorted by topic and partition.
+    ``assign`` drops listed partitions that do not exist (``AssignStrategy``); a pattern skips
+    Kafka's internal topics."""
+    dirs = partition_dirs(root)
+    if isinstance(strategy, Assign):
+        wanted = set(strategy.partitions)
+        picked = {tp: p for tp, p in dirs.items() if tp in wanted}
+    elif isinstance(strategy, Subscribe):
+        topics = set(strategy.topics)
+        picked = {tp: p for tp, p in dirs.items() if tp[0] in topics}
+    else:
+        picked = {tp: p for tp, p in dirs.items()
+                  if not tp[0].startswith("__") and strategy.matches(tp[0])}
+    return dict(sorted(picked.items()))
+
+
+@contextmanager
+def open_partition(path: Path) -> Iterator[Log]:
+    """The partition opened read-only (no lock: a writer may be appending)."""
+    log_ = Log.open(path, read_only=True)
+    try:
+        yield log_
+    finally:
+        log_.close()
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    earliest: int                 # the log start offset
+    latest: int                   # the log end offset, or the last stable offset (read_committed)
+    segments: tuple[int, ...]     # base offsets of the segment files, in order
+
+
+def partition_info(path: Path, isolation: str) -> PartitionInfo:
+    with open_partition(path) as log_:
+        latest = log_.last_stable_offset if isolation == "read_committed" else log_.log_end_offset
+        return PartitionInfo(log_.log_start_offset, latest,
+                             tuple(s.base_offset for s in log_.segments))
+
+
+def segments_for(info: PartitionInfo, start: int, end: int) -> tuple[int, ...]:
+    """The base offsets of the segments holding ``[start, end)``."""
+    bases = info.segments
+    first = max(0, bisect.bisect_right(bases, start) - 1)
+    last = max(first, bisect.bisect_right(bases, end - 1) - 1)
+    return bases[first:last + 1]
+
+
+def offset_for_timestamp(path: Path, timestamp: int) -> int | None:
+    """The first offset whose timestamp is at or after ``timestamp`` (ListOffsets), or None."""
+    with open_partition(path) as log_:
+        return log_.offsets_for_times(timestamp)

@@ -1,0 +1,349 @@
+"""The ``kafkalog`` data source: Spark's Kafka source over a data directory of Kafka partition
+directories, for streaming (micro-batches with admission control, ``Trigger.AvailableNow``) and
+batch reads (offset and timestamp ranges, optional filter pushdown).
+
+Driver side only: offsets are resolved here (``KafkaOffsetReaderAdmin``'s role) and each offset
+range becomes an input partition (``KafkaOffsetRangeCalculator``); tasks read them in
+``reader.read_partition``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+                                    InputPartition)
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              ReadMinRows, SupportsTriggerAvailableNow)
+from pyspark.sql.types import StructType
+
+from storage_core.errors import InvalidConfigError, KafkaLogError
+
+from . import catalog
+from .offsets import (EARLIEST, LATEST, OffsetRange, TopicPartition, offsets_behind,
+                      offsets_from_json, offsets_to_json, rate_limit, split_ranges)
+from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
+                      SourceOptions, parse_source_options)
+from .reader import DataLossError, DATA_LOSS_HINT, KafkaLogInputPartition, read_partition, spark_schema
+
+log = logging.getLogger(__name__)
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.readStream.format("kafkalog")`` / ``spark.read.format("kafkalog")``.
+
+    Options are those of Spark's Kafka source (``subscribe``, ``assign``, ``subscribePattern``,
+    ``startingOffsets``, ``endingOffsets``, the timestamp forms, ``failOnDataLoss``,
+    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``,
+    ``maxRecordsPerPartition``, ``includeHeaders``), plus ``path`` (the data directory),
+    ``isolationLevel`` (also ``kafka.isolation.level``), ``maxBytesPerFetch`` and
+    ``filterPushdown`` (batch reads; needs ``spark.sql.python.filterPushdown.enabled``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> StructType:
+        return spark_schema(_include_headers(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_schema(schema, self.options)
+        opts = parse_source_options(self.options, streaming=False)
+        for w in opts.warnings:
+            log.warning(w)
+        pushdown = str(self.options.get("filterPushdown", "false")).strip().lower()
+        if pushdown not in ("true", "false"):
+            raise InvalidConfigError(f"Invalid value {pushdown!r} for option 'filterPushdown': "
+                                     f"must be true or false")
+        from .pushdown import KafkaLogPushdownReader
+        return KafkaLogPushdownReader(opts) if pushdown == "true" else KafkaLogBatchReader(opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema, self.options)
+        return KafkaLogStreamReader(parse_source_options(self.options, streaming=True))
+
+
+def _include_headers(options) -> bool:
+    raw = str(options.get("includeHeaders", "false")).strip().lower()
+    if raw not in ("true", "false"):
+        raise InvalidConfigError(f"Invalid value {raw!r} for option 'includeHeaders': must be "
+                                 f"true or false")
+    return raw == "true"
+
+
+def _check_schema(schema: StructType, options) -> None:
+    if schema.simpleString() != spark_schema(_include_headers(options)).simpleString():
+        raise InvalidConfigError("Kafka source has a fixed schema and cannot be set with a custom "
+                                 f"one (got {schema.simpleString()})")
+
+
+# ------------------------------------------------------------------ offset resolution
+
+class Resolver:
+    """Turns option limits into offsets for the partitions that exist now."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> dict[TopicPartition, Path]:
+        return catalog.assigned(self.opts.strategy, self.opts.path)
+
+    def info(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, catalog.PartitionInfo]:
+        return {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
+
+    def resolve(self, limit: OffsetLimit, dirs: dict[TopicPartition, Path],
+                infos: dict[TopicPartition, catalog.PartitionInfo], *, starting: bool
+                ) -> dict[TopicPartition, int]:
+        """Concrete offsets for every partition of ``dirs`` (``KafkaOffsetReaderAdmin``'s
+        fetchEarliest/Latest/Specific/Timestamp-based offsets)."""
+        if isinstance(limit, Earliest):
+            return {tp: infos[tp].earliest for tp in dirs}
+        if isinstance(limit, Latest):
+            return {tp: infos[tp].latest for tp in dirs}
+        if isinstance(limit, ByOffsets):
+            wanted = limit.offsets.resolve(list(dirs))
+            if set(wanted) != set(dirs):
+                which = "start" if starting else "end"
+                raise InvalidConfigError(
+                    f"Partitions specified for Kafka {which} offsets don't match what are "
+                    f"assigned. Maybe topic partitions are created or deleted while the query is "
+                    f"running. Use -1 for latest, -2 for earliest. Specified: "
+                    f"{_tp_set(wanted)} Assigned: {_tp_set(dirs)}")
+            return {tp: (infos[tp].earliest if off == EARLIEST else
+                         infos[tp].latest if off == LATEST else off)
+                    for tp, off in sorted(wanted.items())}
+        if isinstance(limit, ByTimestamps):
+            if set(limit.timestamps) != set(dirs):
+                which = "start" if starting else "end"
+                raise InvalidConfigError(
+                    f"Partitions specified for Kafka timestamp based {which} offsets don't match "
+                    f"what are assigned. Maybe topic partitions are created or deleted while the "
+                    f"query is running, or you didn't specify all the partitions. Specified: "
+                    f"{_tp_set(limit.timestamps)} Assigned: {_tp_set(dirs)}")
+            stamps = limit.timestamps
+        else:
+            assert isinstance(limit, ByGlobalTimestamp)
+            stamps = {tp: limit.timestamp for tp in dirs}
+        out = {}
+        for tp in dirs:
+            found = catalog.offset_for_timestamp(dirs[tp], stamps[tp])
+            if found is not None:
+                # a timestamp found past the last stable offset is not visible yet
+                out[tp] = min(found, infos[tp].latest)
+            elif not starting or self.opts.starting_by_timestamp_strategy == "latest":
+                out[tp] = infos[tp].latest
+            else:
+                raise InvalidConfigError(
+                    f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and "
+                    f"timestamp {stamps[tp]}.")
+        return out
+
+    def input_partitions(self, ranges: list[OffsetRange],
+                         infos: dict[TopicPartition, catalog.PartitionInfo],
+                         dirs: dict[TopicPartition, Path]) -> list[KafkaLogInputPartition]:
+        o = self.opts
+        pieces = split_ranges([r for r in ranges if r.end > r.start],
+                              min_partitions=o.min_partitions,
+                              max_records_per_partition=o.max_records_per_partition)
+        out = []
+        for r in pieces:
+            tp = (r.topic, r.partition)
+            info = infos[tp]
+            out.append(KafkaLogInputPartition(
+                topic=r.topic, partition=r.partition, path=str(dirs[tp]), start=r.start,
+                end=r.end, segments=catalog.segments_for(info, max(r.start, info.earliest), r.end),
+                earliest=info.earliest, isolation=o.isolation_level,
+                include_headers=o.include_headers, fail_on_data_loss=o.fail_on_data_loss,
+                max_bytes=o.max_bytes_per_fetch))
+        return out
+
+
+def _tp_set(tps) -> str:
+    return "Set(" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + ")"
+
+
+# ------------------------------------------------------------------ batch reads
+
+class KafkaLogBatchReader(DataSourceReader):
+    """``spark.read.format("kafkalog")``: ``[starting, ending)`` resolved when the query runs
+    (so re-running a DataFrame sees data appended since, as Spark's Kafka relation does)."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def plan(self) -> list[OffsetRange]:
+        """Per partition ``[start, end)`` after resolution, narrowed by ``narrow``."""
+        res = Resolver(self.opts)
+        dirs = res.partitions()
+        dirs = self.narrow_partitions(dirs)
+        infos = res.info(dirs)
+        starts = res.resolve(self.opts.starting, dirs, infos, starting=True)
+        ends = res.resolve(self.opts.ending, dirs, infos, starting=False)
+        ranges = []
+        for tp in dirs:
+            s, e = starts[tp], ends[tp]
+            if s > e:
+                raise KafkaLogError(
+                    f"The resolved start offset {s} is greater than the resolved end offset {e} "
+                    f"for topic {tp[0]} partition {tp[1]}.")
+            s, e = self.narrow_range(tp, s, e, dirs[tp])
+            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+        self._plan = (ranges, infos, dirs)
+        return ranges
+
+    # hooks for filter pushdown (see pushdown.py)
+    def narrow_partitions(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, Path]:
+        return dirs
+
+    def narrow_range(self, tp: TopicPartition, start: int, end: int, path: Path) -> tuple[int, int]:
+        return start, end
+
+    def partitions(self) -> Sequence[InputPartition]:
+        ranges = self.plan()
+        _, infos, dirs = self._plan
+        return Resolver(self.opts).input_partitions(ranges, infos, dirs)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaLogInputPartition):
+            return iter(())                 # Spark's placeholder when there is nothing to read
+        return read_partition(partition)
+
+
+# ------------------------------------------------------------------ streaming reads
+
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over offsets ``{"topic": {"partition": next offset}}`` (Spark's
+    ``KafkaSourceOffset`` JSON, keys in a stable order), with Kafka's admission control:
+    ``maxOffsetsPerTrigger`` split in proportion to each partition's backlog,
+    ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` checked here (Python sources get no composite
+    limit), ``Trigger.AvailableNow`` bounded by the offsets seen when it starts."""
+
+    def __init__(self, opts: SourceOptions, clock=None) -> None:
+        self.opts = opts
+        self._clock = clock
+        self._initial: dict | None = None
+        self._latest: dict[TopicPartition, int] | None = None
+        self._available_now: dict[TopicPartition, int] | None = None
+        self._last_batch_ms: int | None = None
+
+    def _now(self) -> int:
+        return self._clock() if self._clock is not None else int(time.time() * 1000)
+
+    def initialOffset(self) -> dict:
+        if self._initial is None:       # Spark calls it more than once: resolve once
+            res = Resolver(self.opts)
+            dirs = res.partitions()
+            infos = res.info(dirs)
+            self._initial = offsets_to_json(
+                res.resolve(self.opts.starting, dirs, infos, starting=True))
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        o = self.opts
+        if o.max_offsets_per_trigger is not None:
+            return ReadMaxRows(o.max_offsets_per_trigger)
+        if o.min_offsets_per_trigger is not None:
+            return ReadMinRows(o.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self._fetch_latest()
+
+    def _fetch_latest(self) -> dict[TopicPartition, int]:
+        res = Resolver(self.opts)
+        dirs = res.partitions()
+        return {tp: info.latest for tp, info in res.info(dirs).items()}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = offsets_from_json(start)
+        if self._available_now is not None:
+            latest = dict(self._available_now)
+        else:
+            latest = self._fetch_latest()
+        self._latest = latest
+        if not latest:
+            return start                # nothing subscribed exists (yet): no batch
+        # partitions new since ``start`` take part from their earliest offset
+        earliest = self._earliest_of_new(begin, latest)
+        frm = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
+        if isinstance(limit, ReadAllAvailable):
+            end = latest
+        else:
+            o = self.opts
+            if o.min_offsets_per_trigger is not None and self._delay_batch(frm, latest):
+                return start
+            end = latest
+            if o.max_offsets_per_trigger is not None:
+                end = rate_limit(o.max_offsets_per_trigger, frm, latest)
+        merged = dict(begin)            # partitions gone since keep their offset (see partitions)
+        merged.update(end)
+        if merged != begin:
+            self._last_batch_ms = self._now()
+        return offsets_to_json(merged)
+
+    def _earliest_of_new(self, begin, latest) -> dict[TopicPartition, int]:
+        new = [tp for tp in latest if tp not in begin]
+        if not new:
+            return {}
+        res = Resolver(self.opts)
+        dirs = {tp: p for tp, p in res.partitions().items() if tp in new}
+        return {tp: info.earliest for tp, info in res.info(dirs).items()}
+
+    def _delay_batch(self, frm, latest) -> bool:
+        """``KafkaMicroBatchStream.delayBatch``: skip this trigger while fewer than
+        ``minOffsetsPerTrigger`` offsets are new and ``maxTriggerDelay`` has not passed since
+        the last batch that ran (the first batch always runs)."""
+        now = self._now()
+        if self._last_batch_ms is None:
+            self._last_batch_ms = now
+            return False
+        if now - self._last_batch_ms >= self.opts.max_trigger_delay_ms:
+            return False
+        return offsets_behind(frm, latest) < self.opts.min_offsets_per_trigger
+
+    def reportLatestOffset(self) -> dict | None:
+        return offsets_to_json(self._latest) if self._latest else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, until = offsets_from_json(start), offsets_from_json(end)
+        res = Resolver(self.opts)
+        existing = res.partitions()
+        dirs = {tp: existing[tp] for tp in until if tp in existing}
+        gone = sorted(tp for tp in until if tp not in existing)
+        if gone:
+            self._data_loss(f"Partitions {_tp_set(gone)} have been deleted.")
+        infos = res.info(dirs)
+        ranges = []
+        for tp in dirs:
+            info = infos[tp]
+            if tp in begin:
+                s = begin[tp]
+            else:
+                s = info.earliest
+                if s != 0:
+                    self._data_loss(f"Added partition {tp[0]}-{tp[1]} starts from {s} instead of 0.")
+            e = until[tp]
+            if e < s:
+                self._data_loss(f"Partition {tp[0]}-{tp[1]} offset was changed from {s} to {e}. "
+                                f"This could either be a user error that the start offset is set "
+                                f"too high and this is the first batch, or the kafka "
+                                f"topic-partition is broken, and some data may have been missed.")
+                continue
+            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+        return res.input_partitions(ranges, infos, dirs)
+
+    def _data_loss(self, message: str) -> None:
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(message + DATA_LOSS_HINT)
+        log.warning("%s Ignored (failOnDataLoss=false).", message)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        pass                            # Spark's Kafka source commits nothing either

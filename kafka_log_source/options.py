@@ -1,0 +1,324 @@
+"""The source's options: the names, meanings, JSON formats and checks of Spark's Kafka source
+(``KafkaSourceProvider``), with ``path`` (a data directory of ``topic-partition`` folders) where
+Kafka has ``kafka.bootstrap.servers``.
+
+Spark hands a Python source its options as a case-insensitive dict of strings; everything is
+parsed and checked here, once, so that a bad option fails at ``load()`` with a message naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Union
+
+from storage_core.errors import InvalidConfigError
+
+from .offsets import (EARLIEST, LATEST, SpecificOffsets, TopicPartition, parse_partition_offsets,
+                      parse_partition_timestamps, parse_partitions)
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
+
+
+# ------------------------------------------------------------------ subscription strategies
+
+@dataclass(frozen=True)
+class Assign:
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    pattern: str
+
+    def matches(self, topic: str) -> bool:
+        # Spark's admin-based offset reader matches with find(), a substring match is enough
+        return re.search(self.pattern, topic) is not None
+
+
+Strategy = Union[Assign, Subscribe, SubscribePattern]
+
+
+# ------------------------------------------------------------------ offset range limits
+
+@dataclass(frozen=True)
+class Earliest:
+    pass
+
+
+@dataclass(frozen=True)
+class Latest:
+    pass
+
+
+@dataclass(frozen=True)
+class ByOffsets:
+    offsets: SpecificOffsets
+
+
+@dataclass(frozen=True)
+class ByTimestamps:
+    """Per-partition timestamps (``startingOffsetsByTimestamp``)."""
+    timestamps: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class ByGlobalTimestamp:
+    """One timestamp for every assigned partition (``startingTimestamp``)."""
+    timestamp: int
+
+
+OffsetLimit = Union[Earliest, Latest, ByOffsets, ByTimestamps, ByGlobalTimestamp]
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    path: Path
+    strategy: Strategy
+    starting: OffsetLimit
+    ending: OffsetLimit
+    starting_by_timestamp_strategy: str = "error"        # or "latest"
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    include_headers: bool = False
+    isolation_level: str = "read_uncommitted"
+    max_bytes_per_fetch: int = 4 << 20
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+
+# ------------------------------------------------------------------ parsing
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Parse and check the options of a streaming (``readStream``) or batch (``read``) query,
+    in Spark's order: streaming- and batch-only options first, then the subscription, then the
+    location, then the numbers."""
+    opts = {k.lower(): v for k, v in options.items()}
+    warnings: list[str] = []
+    if streaming:
+        if "endingoffsets" in opts:
+            raise InvalidConfigError("ending offset not valid in streaming queries")
+        if "endingoffsetsbytimestamp" in opts:
+            raise InvalidConfigError("ending timestamp not valid in streaming queries")
+    strategy = _strategy(opts)
+    path = _path(opts)
+    min_partitions = _positive(opts, "minPartitions")
+    max_records = _positive(opts, "maxRecordsPerPartition")
+    max_per_trigger = _long(opts, "maxOffsetsPerTrigger")
+    min_per_trigger = _long(opts, "minOffsetsPerTrigger")
+    delay = _time_ms(opts.get("maxtriggerdelay"), "maxTriggerDelay")
+    if streaming:
+        if max_per_trigger is not None and max_per_trigger <= 0:
+            raise InvalidConfigError(f"maxOffsetsPerTrigger must be positive, got {max_per_trigger}")
+        if min_per_trigger is not None and min_per_trigger <= 0:
+            raise InvalidConfigError(f"minOffsetsPerTrigger must be positive, got {min_per_trigger}")
+        if min_per_trigger is not None and max_per_trigger is not None and \
+                min_per_trigger > max_per_trigger:
+            raise InvalidConfigError(
+                f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
+                f"maxOffsetsPerTrigger({max_per_trigger}).")
+    else:
+        for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            if key.lower() in opts:
+                warnings.append(f"{key} option ignored in batch queries")
+        max_per_trigger = min_per_trigger = None
+    starting = _limit(opts, "starting", default=Latest() if streaming else Earliest())
+    ending = _limit(opts, "ending", default=Latest())
+    if not streaming:
+        _check_batch_limits(starting, ending)
+    by_ts = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if by_ts not in ("error", "latest"):
+        raise InvalidConfigError(
+            f"Invalid value {opts['startingoffsetsbytimestampstrategy']!r} for option "
+            f"'startingOffsetsByTimestampStrategy': must be 'error' or 'latest'")
+    isolation = opts.get("isolationlevel", opts.get("kafka.isolation.level", "read_uncommitted"))
+    if isolation.strip().lower() not in ISOLATION_LEVELS:
+        raise InvalidConfigError(f"Invalid value {isolation!r} for option 'isolationLevel': "
+                                 f"must be read_uncommitted or read_committed")
+    max_bytes = _positive(opts, "maxBytesPerFetch") or SourceOptions.max_bytes_per_fetch
+    return SourceOptions(
+        path=path, strategy=strategy, starting=starting, ending=ending,
+        starting_by_timestamp_strategy=by_ts,
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        max_offsets_per_trigger=max_per_trigger, min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=delay, min_partitions=min_partitions,
+        max_records_per_partition=max_records,
+        include_headers=_bool(opts, "includeHeaders", False),
+        isolation_level=isolation.strip().lower(), max_bytes_per_fetch=max_bytes,
+        warnings=tuple(warnings))
+
+
+def _strategy(opts: dict[str, str]) -> Strategy:
+    given = [k for k in STRATEGY_KEYS if k in opts]
+    if not given:
+        raise InvalidConfigError(
+            "One of the following options must be specified for Kafka source: subscribe, "
+            "subscribePattern, assign. See the docs for more details.")
+    if len(given) > 1:
+        raise InvalidConfigError(
+            "Only one of the following options can be specified for Kafka source: subscribe, "
+            "subscribePattern, assign. See the docs for more details.")
+    key = given[0]
+    value = opts[key]
+    if key == "assign":
+        if not value.strip().startswith("{"):
+            raise InvalidConfigError(f"No topicpartitions to assign as specified value for option "
+                                     f"'assign' is '{value}'")
+        return Assign(tuple(parse_partitions(value)))
+    if key == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise InvalidConfigError(f"No topics to subscribe to as specified value for option "
+                                     f"'subscribe' is '{value}'")
+        return Subscribe(topics)
+    if not value.strip():
+        raise InvalidConfigError(f"Pattern to subscribe is empty as specified value for option "
+                                 f"'subscribePattern' is '{value}'")
+    try:
+        re.compile(value.strip())
+    except re.error as e:
+        raise InvalidConfigError(f"Invalid value {value!r} for option 'subscribePattern': {e}") from None
+    return SubscribePattern(value.strip())
+
+
+def _path(opts: dict[str, str]) -> Path:
+    raw = opts.get("path", "").strip()
+    if not raw:
+        raise InvalidConfigError(
+            "Option 'path' must be specified: the data directory holding the topic-partition "
+            "directories (kafkalog's counterpart of kafka.bootstrap.servers)")
+    path = Path(raw).expanduser()
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise InvalidConfigError(f"Option 'path': {path} {what}")
+    return path.resolve()
+
+
+def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimit:
+    """``startingTimestamp`` beats ``startingOffsetsByTimestamp``, which beats
+    ``startingOffsets`` (``KafkaSourceProvider.getKafkaOffsetRangeLimit``); likewise ending."""
+    ts = opts.get(f"{which}timestamp")
+    if ts is not None:
+        try:
+            return ByGlobalTimestamp(int(ts.strip()))
+        except ValueError:
+            raise InvalidConfigError(f"Expected a single long value, got {ts}") from None
+    by_ts = opts.get(f"{which}offsetsbytimestamp")
+    if by_ts is not None:
+        return ByTimestamps(parse_partition_timestamps(by_ts))
+    raw = opts.get(f"{which}offsets")
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word == "earliest":
+        return Earliest()
+    if word == "latest":
+        return Latest()
+    return ByOffsets(parse_partition_offsets(raw))
+
+
+def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
+    """``validateBatchOptions`` and ``checkOffsetLimitValidity``."""
+    if isinstance(starting, Latest):
+        raise InvalidConfigError("starting offset can't be latest for batch queries on Kafka")
+    if isinstance(starting, ByOffsets):
+        for (t, p), off in starting.offsets.partitions.items():
+            if off == LATEST:
+                raise InvalidConfigError(
+                    f"startingOffsets for {t}-{p} can't be latest for batch queries on Kafka")
+        for t, off in starting.offsets.topics.items():
+            if off == LATEST:
+                raise InvalidConfigError(
+                    f"startingOffsets for {t} can't be latest for batch queries on Kafka")
+    if isinstance(ending, Earliest):
+        raise InvalidConfigError("ending offset can't be earliest for batch queries on Kafka")
+    if isinstance(ending, ByOffsets):
+        for (t, p), off in ending.offsets.partitions.items():
+            if off == EARLIEST:
+                raise InvalidConfigError(
+                    f"ending offset for {t}-{p} can't be earliest for batch queries on Kafka")
+        for t, off in ending.offsets.topics.items():
+            if off == EARLIEST:
+                raise InvalidConfigError(
+                    f"ending offset for {t} can't be earliest for batch queries on Kafka")
+    pairs = None
+    if isinstance(starting, ByOffsets) and isinstance(ending, ByOffsets):
+        pairs = (starting.offsets.partitions, ending.offsets.partitions)
+    elif isinstance(starting, ByTimestamps) and isinstance(ending, ByTimestamps):
+        pairs = (starting.timestamps, ending.timestamps)
+    if pairs is None:
+        return
+    start, end = pairs
+    if set(start) != set(end):
+        raise InvalidConfigError(
+            "The specified start offset and end offset should have the same topic-partitions. "
+            f"Topic-partitions for start offset: {_tps(start)}, topic-partitions for end "
+            f"offset: {_tps(end)}")
+    for (t, p), s in start.items():
+        e = end[(t, p)]
+        if s >= 0 and e >= 0 and s > e:
+            raise InvalidConfigError(
+                f"The specified start {'offset' if isinstance(starting, ByOffsets) else 'timestamp'} "
+                f"{s} is greater than the end {'offset' if isinstance(ending, ByOffsets) else 'timestamp'} "
+                f"{e} for topic {t} partition {p}.")
+
+
+def _tps(m) -> str:
+    return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(m)) + "]"
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': must be true or false")
+    return text == "true"
+
+
+def _long(opts: dict[str, str], name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
+                                 f"number (For input string: \"{raw}\")") from None
+    if not -2**63 <= value < 2**63:
+        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': out of long range")
+    return value
+
+
+def _positive(opts: dict[str, str], name: str) -> int | None:
+    value = _long(opts, name)
+    if value is not None and value <= 0:
+        raise InvalidConfigError(f"{name} must be positive")
+    return value
+
+
+_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+               "d": 86_400_000}
+
+
+def _time_ms(raw: str | None, name: str) -> int:
+    """Spark's ``Utils.timeStringAsMs``: ``15m``, ``30s``, ``100ms``; a bare number is ms."""
+    if raw is None:
+        return DEFAULT_MAX_TRIGGER_DELAY_MS
+    m = re.fullmatch(r"\s*(-?\d+)\s*([a-z]*)\s*", raw.lower())
+    if not m or m.group(2) not in ("", *_TIME_UNITS):
+        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a time "
+                                 f"such as 15m, 30s or 500ms")
+    return int(int(m.group(1)) * _TIME_UNITS.get(m.group(2) or "ms", 1))

@@ -1,0 +1,194 @@
+"""Executor side: one input partition = one offset range of one Kafka partition, read straight
+from its segment files and yielded as Arrow record batches in the exact schema Spark expects.
+
+Everything a task needs travels in the ``KafkaLogInputPartition`` (Spark runs ``read`` in another
+process, on a reader that never saw the driver's state). A task opens only the segments its range
+touches and seeks in each through its offset index; ``read_committed`` goes through the partition's
+``Log`` (read-only), which knows the last stable offset and the aborted transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
+                               StructField, StructType, TimestampType)
+
+from storage_core.config import LogConfig
+from storage_core.errors import KafkaLogError
+from storage_core.format import decode_run
+from storage_core.segment import LogSegment
+
+from .catalog import open_partition
+
+log = logging.getLogger(__name__)
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
+                                     StructField("value", BinaryType())]))
+
+
+def spark_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema (``KafkaRecordToRowConverter.kafkaSchema``), every field
+    nullable, plus ``headers`` with ``includeHeaders``."""
+    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
+              StructField("topic", StringType()), StructField("partition", IntegerType()),
+              StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+              StructField("timestampType", IntegerType())]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow schema Spark checks the first yielded batch against (``to_arrow_schema``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema(include_headers), timezone="UTC")
+
+
+class DataLossError(KafkaLogError):
+    """Offsets a query needs are no longer on disk (retention, truncation, a recreated topic),
+    raised with ``failOnDataLoss=true`` (Spark's KAFKA_DATA_LOSS conditions)."""
+
+
+DATA_LOSS_HINT = (" Some data may have been lost because they are not available in Kafka any "
+                  "more; either the data was aged out by Kafka or the topic may have been deleted "
+                  "before all the data in the topic was processed. If you don't want your "
+                  "streaming query to fail on such cases, set the source option failOnDataLoss "
+                  "to false.")
+
+
+@dataclass(frozen=True)
+class KafkaLogInputPartition(InputPartition):
+    """``[start, end)`` of ``topic``-``partition`` at ``path``; ``segments`` are the base offsets
+    of the segment files the range touches, found by the driver (so a task opens nothing
+    else)."""
+
+    topic: str
+    partition: int
+    path: str
+    start: int
+    end: int
+    segments: tuple[int, ...]
+    earliest: int = 0             # the log start offset when the range was planned
+    isolation: str = "read_uncommitted"
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    max_bytes: int = 4 << 20
+
+
+def read_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
+    schema = arrow_schema(p.include_headers)
+    for table in _tables(p):
+        if table.num_rows:
+            yield from to_spark_batches(table, p.topic, p.partition, schema, p.include_headers)
+
+
+def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
+    if p.start >= p.end:
+        return
+    if p.isolation == "read_committed":
+        yield from _committed_tables(p)
+        return
+    offset, path = p.start, Path(p.path)
+    if offset < p.earliest:
+        offset = _data_lost(p, offset, min(p.earliest, p.end), "the log starts after it")
+    config = LogConfig()
+    for i, base in enumerate(p.segments):
+        try:
+            seg = LogSegment.open(path, base, config, writable=False)
+        except FileNotFoundError:
+            # deleted by retention since planning: the rest of the range starts later
+            nxt = p.segments[i + 1] if i + 1 < len(p.segments) else p.end
+            offset = _data_lost(p, offset, min(nxt, p.end), "its segment was deleted")
+            continue
+        try:
+            while offset < p.end:
+                got = seg.read(offset, p.max_bytes)
+                if got is None:
+                    break                                  # past this segment's end
+                position, data = got
+                run = decode_run(data, source=str(seg.log_path))
+                if run.batches == 0:
+                    break
+                yield _visible(run.table, offset, p.end)
+                offset = max(offset, run.next_offset)
+        finally:
+            seg.close(final_entries=False)
+        if offset >= p.end:
+            return
+    if offset < p.end:
+        _data_lost(p, offset, p.end, "the log ends before it")
+
+
+def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
+    with open_partition(Path(p.path)) as log_:
+        offset = p.start
+        if offset < log_.log_start_offset:
+            offset = _data_lost(p, offset, min(log_.log_start_offset, p.end),
+                                "the log starts after it")
+        end = min(p.end, log_.log_end_offset)
+        while offset < end:
+            r = log_.fetch(offset, max_bytes=p.max_bytes, max_offset=end,
+                           isolation="read_committed")
+            if r.next_offset <= offset:
+                break                                     # the last stable offset stops here
+            yield r.table
+            offset = r.next_offset
+        if p.end > log_.log_end_offset:
+            _data_lost(p, log_.log_end_offset, p.end, "the log ends before it")
+
+
+def _visible(table: pa.Table, start: int, end: int) -> pa.Table:
+    """The rows of ``[start, end)`` (a batch may begin below ``start``), control records out."""
+    offsets = table.column("offset")
+    keep = pc.and_(pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end)),
+                   pc.invert(table.column("isControl")))
+    return table.filter(keep)
+
+
+def _data_lost(p: KafkaLogInputPartition, start: int, end: int, why: str) -> int:
+    """Offsets ``[start, end)`` are gone: fail (``failOnDataLoss``) or warn and go on at ``end``."""
+    message = (f"Could not read records in offset [{start}, {end}) for topic partition "
+               f"{p.topic}-{p.partition} ({why}; directory {p.path}).")
+    if p.fail_on_data_loss:
+        raise DataLossError(message + DATA_LOSS_HINT)
+    log.warning("%s Skipping them (failOnDataLoss=false).", message)
+    return end
+
+
+def to_spark_batches(table: pa.Table, topic: str, partition: int, schema: pa.Schema,
+                     include_headers: bool) -> Iterator[pa.RecordBatch]:
+    """Storage rows (``storage_core.format.SCHEMA``) to Spark's Kafka columns, column-wise."""
+    n = table.num_rows
+    ms = table.column("timestamp").cast(pa.int64())
+    try:
+        micros = pc.multiply_checked(ms, 1000)
+    except pa.ArrowInvalid:
+        bad = next(v for v in ms.to_pylist() if v is not None and abs(v) > (2**63 - 1) // 1000)
+        raise KafkaLogError(
+            f"Malformed record timestamp {bad} in topic {topic} partition {partition}: too large "
+            f"to convert from milliseconds to microseconds (KAFKA_MALFORMED_RECORD_TIMESTAMP)") \
+            from None
+    columns = [
+        table.column("key"), table.column("value"),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        table.column("offset"),
+        micros.cast(pa.timestamp("us", tz="UTC")),
+        table.column("timestampType"),
+    ]
+    if include_headers:
+        headers = table.column("headers")
+        empty = pc.equal(pc.list_value_length(headers), 0)
+        # a record without headers reads null, not an empty list (KafkaRecordToRowConverter)
+        columns.append(pc.if_else(empty, pa.scalar(None, headers.type), headers)
+                       .cast(schema.field("headers").type))
+    out = pa.Table.from_arrays(columns, schema=schema)
+    yield from out.to_batches()
