@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 from storage_core.errors import InvalidConfigError, KafkaLogError
 
 from . import catalog
+from .tail import DataDirView
 from .offsets import (EARLIEST, LATEST, OffsetRange, TopicPartition, offsets_behind,
                       offsets_from_json, offsets_to_json, rate_limit, split_ranges)
 from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
@@ -234,13 +235,23 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _now(self) -> int:
         return self._clock() if self._clock is not None else int(time.time() * 1000)
 
+    def _partitions_now(self) -> tuple[dict[TopicPartition, Path],
+                                         dict[TopicPartition, catalog.PartitionInfo]]:
+        """The partitions that exist now and their offsets, from the incremental view (see
+        tail.py: a trigger costs a few stats, not a reopening of every log)."""
+        view = self.__dict__.get("_view")
+        if view is None:
+            view = self._view = DataDirView(self.opts.path, self.opts.strategy,
+                                            self.opts.isolation_level == "read_committed")
+        infos = view.infos()
+        dirs = {tp: p for tp, p in view.partitions().items() if tp in infos}
+        return dirs, infos
+
     def initialOffset(self) -> dict:
         if self._initial is None:       # Spark calls it more than once: resolve once
-            res = Resolver(self.opts)
-            dirs = res.partitions()
-            infos = res.info(dirs)
+            dirs, infos = self._partitions_now()
             self._initial = offsets_to_json(
-                res.resolve(self.opts.starting, dirs, infos, starting=True))
+                Resolver(self.opts).resolve(self.opts.starting, dirs, infos, starting=True))
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -255,9 +266,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = self._fetch_latest()
 
     def _fetch_latest(self) -> dict[TopicPartition, int]:
-        res = Resolver(self.opts)
-        dirs = res.partitions()
-        return {tp: info.latest for tp, info in res.info(dirs).items()}
+        return {tp: info.latest for tp, info in self._partitions_now()[1].items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
@@ -287,12 +296,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(merged)
 
     def _earliest_of_new(self, begin, latest) -> dict[TopicPartition, int]:
-        new = [tp for tp in latest if tp not in begin]
-        if not new:
+        if all(tp in begin for tp in latest):
             return {}
-        res = Resolver(self.opts)
-        dirs = {tp: p for tp, p in res.partitions().items() if tp in new}
-        return {tp: info.earliest for tp, info in res.info(dirs).items()}
+        infos = self._partitions_now()[1]
+        return {tp: infos[tp].earliest for tp in latest if tp not in begin and tp in infos}
 
     def _delay_batch(self, frm, latest) -> bool:
         """``KafkaMicroBatchStream.delayBatch``: skip this trigger while fewer than
@@ -312,12 +319,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, until = offsets_from_json(start), offsets_from_json(end)
         res = Resolver(self.opts)
-        existing = res.partitions()
+        existing, all_infos = self._partitions_now()
         dirs = {tp: existing[tp] for tp in until if tp in existing}
         gone = sorted(tp for tp in until if tp not in existing)
         if gone:
             self._data_loss(f"Partitions {_tp_set(gone)} have been deleted.")
-        infos = res.info(dirs)
+        infos = {tp: all_infos[tp] for tp in dirs}
         ranges = []
         for tp in dirs:
             info = infos[tp]

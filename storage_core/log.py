@@ -304,6 +304,7 @@ class Log:
             log_start_offset=self.log_start_offset, last_offset=self._log_end_offset,
             now_ms=self.clock(), segment_base_offsets=list(self._bases),
             read_segment=self._read_segment_batches)
+        self.producer_state.on_high_watermark_updated(self._log_end_offset)
 
     def _load_producer_state_read_only(self) -> None:
         """A reader writes nothing: load the latest readable snapshot in range (no deletion of
@@ -329,6 +330,7 @@ class Log:
             break
         psm.update_map_end_offset(from_offset)
         psm.rebuild(self._read_log_batches(from_offset), from_offset, end)
+        psm.on_high_watermark_updated(end)      # no replicas: every marker is "replicated"
 
     def _read_checkpoint(self, name: str, key: tuple[str, int]) -> int:
         """One checkpoint, read on its own as LogManager.loadLogs does: an unreadable file means

@@ -199,6 +199,12 @@ def test_open_transaction_holds_the_lso_and_a_read_only_reader_agrees(tmp_path: 
         assert log.last_stable_offset == log.log_end_offset == 6
         assert committed_values(log) == [b"v-1-0", b"v-1-1", b"v-2-0", b"v-2-1"]
         assert txn_entries(log) == []
+    # loaded again (a reader, a restarted writer): the decided transactions no longer hold the
+    # LSO (with no replicas every marker is below the high watermark = the log end offset)
+    with Log.open(part, read_only=True) as reader:
+        assert reader.last_stable_offset == reader.log_end_offset == 6
+    with Log.open(part) as log:
+        assert log.last_stable_offset == 6
 
 
 def test_idempotent_retry_is_deduplicated(tmp_path: Path) -> None:

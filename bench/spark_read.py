@@ -1,0 +1,209 @@
+"""Spark source benchmark: the same query through ``kafkalog`` and through a ceiling source, in
+one script and one SparkSession; and the driver's work per streaming trigger.
+
+* read: ``SELECT count(*), sum(length(value))`` over a ``--gib`` topic of ``--partitions``
+  partitions (100-byte values, 16 KiB batches, written once into ``--dir`` and reused), read
+  through ``spark.read.format("kafkalog")``, against ``ceiling``: a Python data source that
+  yields ready-made Arrow batches of the same schema, row count and batch size per partition
+  (what any Python source costs Spark at best). Best of ``--repeat``, alternating. Rows/s and the
+  ratio kafkalog / ceiling (goal >= 0.7).
+* trigger: ``latestOffset`` + ``partitions`` of the streaming reader, called as Spark's source
+  runner calls them, on 200 partitions of 50 segments each (and again after 50 more segments
+  each): the first trigger (opens every log) and steady triggers (idle, and with appends in
+  between). Goal < 200 ms per trigger, flat as segments accumulate.
+
+    .venv/bin/python bench/spark_read.py [--gib 2] [--partitions 4] [--repeat 3] [--dir /tmp/kafkalog-spark-bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from storage_core.config import LogConfig                     # noqa: E402
+from storage_core.format import encode_batches                # noqa: E402
+from storage_core.log import Log                              # noqa: E402
+
+VALUE = 100
+RUN_RECORDS = 8000                     # one append: ~1 MiB of 16 KiB batches
+
+
+def write_topic(root: Path, gib: float, partitions: int) -> int:
+    """A topic ``bench`` of ~``gib`` GiB; returns its record count (reused if present)."""
+    marker = root / f"bench-{gib}-{partitions}.done"
+    if marker.exists():
+        return int(marker.read_text())
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    values = pa.array([rng.bytes(VALUE // 2) + b"v" * (VALUE - VALUE // 2)
+                       for _ in range(RUN_RECORDS)], pa.binary())
+    keys = pa.array([b"key-%d" % i for i in range(RUN_RECORDS)], pa.binary())
+    raw = bytes(encode_batches(pa.table({"key": keys, "value": values}), max_batch_bytes=16 << 10))
+    per_partition = int(gib * (1 << 30) / partitions / len(raw))
+    cfg = LogConfig(segment_bytes=256 << 20)
+    for p in range(partitions):
+        with Log.open(root / f"bench-{p}", cfg) as log:
+            for _ in range(per_partition):
+                log.append_raw(raw)
+    total = per_partition * partitions * RUN_RECORDS
+    marker.write_text(str(total))
+    return total
+
+
+def ceiling_source(partitions: int, rows_per_partition: int, batch_rows: int):
+    """A data source yielding the same Arrow batch again and again: no decoding at all."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from kafka_log_source.reader import arrow_schema, spark_schema
+
+    class CeilingReader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(i) for i in range(partitions)]
+
+        def read(self, partition):
+            schema = arrow_schema(False)
+            n = batch_rows
+            batch = pa.RecordBatch.from_arrays([
+                pa.array([b"key-0"] * n, pa.binary()), pa.array([b"x" * VALUE] * n, pa.binary()),
+                pa.array(["bench"] * n, pa.string()), pa.array([partition.value] * n, pa.int32()),
+                pa.array(np.arange(n, dtype=np.int64)),
+                pa.array(np.zeros(n, np.int64)).cast(pa.timestamp("us", tz="UTC")),
+                pa.array(np.zeros(n, np.int32))], schema=schema)
+            left = rows_per_partition
+            while left > 0:
+                yield batch if left >= n else batch.slice(0, left)
+                left -= n
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls):
+            return "ceiling"
+
+        def schema(self):
+            return spark_schema(False)
+
+        def reader(self, schema):
+            return CeilingReader()
+
+    return Ceiling
+
+
+def bench_read(args) -> None:
+    from pyspark.sql import SparkSession
+
+    import kafka_log_source
+
+    root = Path(args.dir) / "read"
+    total = write_topic(root, args.gib, args.partitions)
+    size = sum(p.stat().st_size for p in root.rglob("*.log"))
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    kafka_log_source.register(spark)
+    batch_rows = (4 << 20) // (VALUE + 20)       # rows of one 4 MiB kafkalog fetch
+    spark.dataSource.register(ceiling_source(args.partitions, total // args.partitions, batch_rows))
+    query = "SELECT count(*) AS n, sum(length(value)) AS bytes FROM src"
+    sides = {
+        "kafkalog": lambda: spark.read.format("kafkalog").option("path", str(root))
+        .option("subscribe", "bench").load(),
+        "ceiling": lambda: spark.read.format("ceiling").load(),
+    }
+    for df in sides.values():                      # warm the Python workers once
+        df().limit(1).collect()
+    times = {k: [] for k in sides}
+    for _ in range(args.repeat):
+        for name, df in sides.items():
+            df().createOrReplaceTempView("src")
+            t = time.perf_counter()
+            row = spark.sql(query).collect()[0]
+            times[name].append(time.perf_counter() - t)
+            assert row.n == total, (name, row.n, total)
+    print(f"read: {total:,} records ({size / (1 << 30):.2f} GiB of segments, {VALUE}-byte values, "
+          f"{args.partitions} partitions); {query}; best of {args.repeat}")
+    best = {k: min(v) for k, v in times.items()}
+    for name in sides:
+        print(f"  {name:10s} {total / best[name]:>12,.0f} rows/s  ({best[name]:.2f} s)")
+    print(f"  ratio kafkalog / ceiling: {best['ceiling'] / best['kafkalog']:.2f}   (goal >= 0.70)")
+    spark.stop()
+
+
+def bench_trigger(args) -> None:
+    from kafka_log_source.datasource import KafkaLogStreamReader
+    from kafka_log_source.options import parse_source_options
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    root = Path(args.dir) / "trigger"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    one = bytes(encode_batches(pa.table({"value": [b"x" * VALUE] * 10})))
+    cfg = LogConfig(segment_bytes=len(one))        # every append rolls: one batch a segment
+    parts, segs = 200, 50
+
+    def grow(n: int) -> None:
+        for p in range(parts):
+            with Log.open(root / f"t-{p}", cfg) as log:
+                for _ in range(n):
+                    log.append_raw(one)
+
+    t = time.perf_counter()
+    grow(segs)
+    print(f"trigger: {parts} partitions x {segs} segments written in {time.perf_counter() - t:.1f} s")
+    opts = parse_source_options({"path": str(root), "subscribe": "t",
+                                 "startingOffsets": "earliest"}, streaming=True)
+    reader = KafkaLogStreamReader(opts)
+
+    def trigger(start):
+        t = time.perf_counter()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        reader.partitions(start, end)
+        return end, (time.perf_counter() - t) * 1000
+
+    start = reader.initialOffset()
+    end, first = trigger(start)
+    idle = [trigger(end)[1] for _ in range(20)]
+    busy = []
+    for i in range(10):
+        with Log.open(root / f"t-{i}", LogConfig(segment_bytes=1 << 30)) as log:
+            log.append_raw(one)
+        end2, ms = trigger(end)
+        busy.append(ms)
+        end = end2
+    print(f"  first trigger (opens every log)      {first:8.1f} ms")
+    print(f"  idle trigger, median / max           {statistics.median(idle):8.1f} / {max(idle):.1f} ms")
+    print(f"  trigger after an append, median / max {statistics.median(busy):7.1f} / {max(busy):.1f} ms")
+    grow(segs)
+    end, again = trigger(end)
+    idle2 = [trigger(end)[1] for _ in range(20)]
+    print(f"  after {segs} more segments per partition: first {again:.1f} ms, idle median "
+          f"{statistics.median(idle2):.1f} ms (goal < 200 ms, flat)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gib", type=float, default=2.0)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/kafkalog-spark-bench")
+    ap.add_argument("--only", choices=["read", "trigger"])
+    args = ap.parse_args()
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    if args.only in (None, "trigger"):
+        bench_trigger(args)
+    if args.only in (None, "read"):
+        bench_read(args)
+
+
+if __name__ == "__main__":
+    main()
