@@ -1,1 +1,7 @@
-"""The Spark sink of ``kafkalog`` (writes). Not built yet: see the issue tracker."""
+"""The Spark sink of ``kafkalog``: DataFrames appended into Kafka partition directories through
+the storage engine's segment writer, exactly once per streaming micro-batch (a Kafka transaction
+per batch, see ``commit``). Handed out by ``kafka_log_source.KafkaLogDataSource``."""
+
+from .sink import KafkaLogBatchWriter, KafkaLogStreamWriter, batch_writer, stream_writer
+
+__all__ = ["KafkaLogBatchWriter", "KafkaLogStreamWriter", "batch_writer", "stream_writer"]

@@ -64,6 +64,15 @@ class KafkaLogDataSource(DataSource):
         from .pushdown import KafkaLogPushdownReader
         return KafkaLogPushdownReader(opts) if pushdown == "true" else KafkaLogBatchReader(opts)
 
+    def writer(self, schema: StructType, overwrite: bool):
+        from kafka_log_sink import batch_writer
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        # complete mode (overwrite) is accepted as append, as Spark's Kafka sink does
+        from kafka_log_sink import stream_writer
+        return stream_writer(self.options, schema)
+
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema, self.options)
         return KafkaLogStreamReader(parse_source_options(self.options, streaming=True))

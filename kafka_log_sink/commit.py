@@ -1,0 +1,267 @@
+"""Driver side of the sink: exactly-once commits with Kafka's own tools, a transactional
+producer per query and a small transaction log beside the query's checkpoint.
+
+A micro-batch is one Kafka transaction of the query's producer (a stable producer id, kept in
+``<checkpoint>/kafkalog-sink/producer.json``). ``commit(batch_id)`` plays the transaction
+coordinator (``TransactionCoordinator``) over the partition logs:
+
+1. record ``{batch, "ongoing", partitions}`` in ``txn.json`` (atomic replace, fsynced);
+2. append every staged batch to its partition, numbered by the log (base offset) and by the
+   producer's sequence in that partition (base sequence, CRC recomputed), made durable;
+3. record ``"prepare_commit"``: from here the batch is committed whatever happens;
+4. append a COMMIT marker to every partition; record ``"complete"``.
+
+A restart finds the record of an interrupted commit and finishes it as Kafka's coordinator
+would: an ``ongoing`` transaction is aborted (ABORT markers: its records stay in the log but a
+``read_committed`` reader never sees them), a ``prepare_commit`` one is committed on the
+partitions still missing their marker. A batch id at or below the last complete one is not
+appended again (Spark replays the last batch after a restart). A ``read_committed`` reader
+therefore sees every micro-batch exactly once and never a part of one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from storage_core.checkpoints import atomic_write
+from storage_core.errors import KafkaLogError, LogLockedError
+from storage_core.format.log_input_stream import scan_batches
+from storage_core.format.record_batch import CRC_OFFSET, crc32c, increment_sequence
+from storage_core.log import Log
+
+from .options import SinkOptions, default_staging
+from .writer import ProducerIdentity, StagedRun
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = "kafkalog-sink"
+BASE_SEQUENCE_OFFSET = 53
+LOCK_WAIT_S = 60.0
+
+
+def load_producer(opts: SinkOptions) -> ProducerIdentity:
+    """The query's producer identity, created on its first start (a random 62-bit id: two
+    queries never share one) and read back on every restart."""
+    if opts.checkpoint is None:
+        return ProducerIdentity(random.getrandbits(62))
+    path = opts.checkpoint / STATE_DIR / "producer.json"
+    try:
+        data = json.loads(path.read_text())
+        return ProducerIdentity(int(data["producer_id"]), int(data.get("epoch", 0)))
+    except FileNotFoundError:
+        pass
+    except (ValueError, KeyError, TypeError) as e:
+        raise KafkaLogError(f"Unreadable sink producer identity {path}: {e}") from None
+    ident = ProducerIdentity(random.getrandbits(62))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps({"producer_id": ident.producer_id, "epoch": ident.epoch}).encode())
+    return ident
+
+
+@dataclass
+class TxnState:
+    batch_id: int
+    state: str                          # ongoing | prepare_commit | complete | aborted
+    partitions: list[tuple[str, int]]
+    producer: ProducerIdentity
+
+
+class SinkCoordinator:
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        self.state_path = (opts.checkpoint / STATE_DIR / "txn.json"
+                           if opts.checkpoint is not None else None)
+        self._memory_state: TxnState | None = None
+
+    # ---------------------------------------------------------------- the transaction log
+
+    def _read_state(self) -> TxnState | None:
+        if self.state_path is None:
+            return self._memory_state
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return None
+        except ValueError as e:
+            raise KafkaLogError(f"Unreadable sink transaction log {self.state_path}: {e}") from None
+        return TxnState(int(data["batch_id"]), data["state"],
+                        [(t, int(p)) for t, p in data["partitions"]],
+                        ProducerIdentity(int(data["producer_id"]), int(data["epoch"])))
+
+    def _write_state(self, st: TxnState) -> None:
+        if self.state_path is None:
+            self._memory_state = st
+            return
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.state_path, json.dumps(
+            {"batch_id": st.batch_id, "state": st.state,
+             "partitions": [[t, p] for t, p in st.partitions],
+             "producer_id": st.producer.producer_id, "epoch": st.producer.epoch}).encode())
+
+    # ---------------------------------------------------------------- commit / abort
+
+    def commit(self, runs: Iterable[StagedRun], batch_id: int, producer: ProducerIdentity) -> None:
+        """Append the staged ``runs`` of ``batch_id`` as one transaction of ``producer`` (the
+        identity the executors encoded them with)."""
+        runs = list(runs)
+        st = self._read_state()
+        if st is not None and st.state in ("ongoing", "prepare_commit"):
+            self._finish(st)
+            st = self._read_state()
+        if st is not None and st.state == "complete" and st.batch_id >= batch_id:
+            log.info("Batch %d is already in the logs (last complete %d): not appended again",
+                     batch_id, st.batch_id)
+            self.discard(runs)
+            return
+        by_partition: dict[tuple[str, int], list[StagedRun]] = {}
+        for r in runs:
+            by_partition.setdefault((r.topic, r.partition), []).append(r)
+        partitions = sorted(by_partition)
+        self._create_topics({t for t, _ in partitions})
+        self._write_state(TxnState(batch_id, "ongoing", partitions, producer))
+        try:
+            for tp in partitions:
+                self._append(tp, by_partition[tp], producer)
+        except BaseException:
+            self._finish(TxnState(batch_id, "ongoing", partitions, producer))
+            raise
+        self._write_state(TxnState(batch_id, "prepare_commit", partitions, producer))
+        self._finish(TxnState(batch_id, "prepare_commit", partitions, producer))
+        self.discard(runs)
+
+    def abort(self, runs: Iterable[StagedRun]) -> None:
+        self.discard(runs)
+
+    def discard(self, runs: Iterable[StagedRun]) -> None:
+        """Remove staged files (and their task directories once empty)."""
+        for r in runs:
+            p = Path(r.path)
+            p.unlink(missing_ok=True)
+            try:
+                p.parent.rmdir()
+            except OSError:
+                pass
+
+    def sweep_staging(self, older_than_s: float = 600.0) -> None:
+        """Staging directories left by failed task attempts, older than ``older_than_s``."""
+        root = default_staging(self.opts)
+        now = time.time()
+        for d in root.glob("*/*/*"):
+            try:
+                if d.is_dir() and now - d.stat().st_mtime > older_than_s:
+                    shutil.rmtree(d, ignore_errors=True)
+            except FileNotFoundError:
+                pass
+
+    # ---------------------------------------------------------------- the coordinator's work
+
+    def _finish(self, st: TxnState) -> None:
+        """Complete an interrupted transaction: abort an ``ongoing`` one, commit a
+        ``prepare_commit`` one, on every partition where it is still open."""
+        commit = st.state == "prepare_commit"
+        pid, epoch = st.producer.producer_id, st.producer.epoch
+        for tp in st.partitions:
+            path = self._dir(tp)
+            if not path.exists():
+                continue
+            with self._open(path) as log_:
+                open_txn = any(t.producer_id == pid
+                               for t in log_.producer_state.ongoing_txns.values())
+                if open_txn:
+                    log_.append_end_txn_marker(pid, epoch, "COMMIT" if commit else "ABORT", 0)
+                    self._flush(log_)
+        self._write_state(TxnState(st.batch_id, "complete" if commit else "aborted",
+                                   st.partitions, st.producer))
+        if not commit:
+            log.warning("Aborted the interrupted transaction of batch %d on %d partitions",
+                        st.batch_id, len(st.partitions))
+
+    def _append(self, tp: tuple[str, int], runs: list[StagedRun],
+                producer: ProducerIdentity) -> None:
+        with self._open(self._dir(tp)) as log_:
+            entry = log_.producer_state.last_entry(producer.producer_id)
+            seq = (increment_sequence(entry.last_seq, 1)
+                   if entry is not None and entry.last_seq >= 0 else 0)
+            for run in runs:
+                buf = bytearray(Path(run.path).read_bytes())
+                seq = number_sequences(buf, seq)
+                for chunk in _chunks(buf, log_.config.segment_bytes):
+                    log_.append_raw(chunk)
+            self._flush(log_)
+
+    def _flush(self, log_: Log) -> None:
+        if self.opts.fsync == "commit":
+            log_.flush()
+
+    def _create_topics(self, topics: set[str]) -> None:
+        """A topic seen for the first time gets all its ``numPartitions`` directories at once,
+        so every executor's partition count (the directories it sees) agrees."""
+        from .writer import topic_partition_count
+
+        for topic in sorted(topics):
+            if topic_partition_count(self.opts.path, topic, 0) == 0:
+                for p in range(self.opts.num_partitions):
+                    with self._open(self._dir((topic, p))):
+                        pass
+
+    def _dir(self, tp: tuple[str, int]) -> Path:
+        return self.opts.path / f"{tp[0]}-{tp[1]}"
+
+    def _open(self, path: Path) -> Log:
+        """The partition's writer lock, waited for (another query's commit may hold it)."""
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                return Log.open(path, self.opts.log_config)
+            except LogLockedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+
+def number_sequences(buf: bytearray, first_sequence: int) -> int:
+    """Give the batches in ``buf`` consecutive base sequences from ``first_sequence`` (each
+    batch takes as many as it has records), recomputing their CRCs; returns the next
+    sequence. The base sequence is inside the CRC, unlike the base offset."""
+    scan = scan_batches(buf)
+    counts = scan.records_count
+    starts = first_sequence + np.cumsum(counts) - counts
+    starts = np.where(starts > 2**31 - 1, starts - 2**31, starts)       # sequences wrap
+    positions = scan.position
+    view = np.frombuffer(buf, np.uint8)
+    seq_bytes = starts.astype(">i4").view(np.uint8).reshape(-1, 4)
+    for i, p in enumerate(positions.tolist()):
+        view[p + BASE_SEQUENCE_OFFSET:p + BASE_SEQUENCE_OFFSET + 4] = seq_bytes[i]
+    del view
+    mv = memoryview(buf)
+    for p, s in zip(positions.tolist(), scan.size.tolist()):
+        crc = crc32c(mv[p + 21:p + s])
+        buf[p + CRC_OFFSET:p + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    mv.release()
+    total = int(counts.sum())
+    return (first_sequence + total) % 2**31 if total else first_sequence
+
+
+def _chunks(buf: bytearray, limit: int):
+    """Whole batches of ``buf`` in appends of at most ``limit`` bytes (a log refuses a larger
+    single append)."""
+    if len(buf) <= limit:
+        yield buf
+        return
+    scan = scan_batches(buf)
+    start = 0
+    for p, s in zip(scan.position.tolist(), scan.size.tolist()):
+        if p + s - start > limit and p > start:
+            yield buf[start:p]
+            start = p
+    yield buf[start:]

@@ -1,0 +1,156 @@
+"""The sink's options and its checks of the input columns, as Spark's Kafka sink names them
+(``KafkaWriter.validateQuery``), plus the Kafka topic configurations a broker operator would
+set (``segment.bytes``, ``compression.type`` ...), which shape the partitions it creates."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, DoubleType, IntegerType,
+                               StringType, StructType, TimestampType)
+
+from storage_core.checkpoints import validate_topic_name
+from storage_core.config import LONG_MAX, LogConfig
+from storage_core.errors import InvalidConfigError, InvalidTopicError
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+# Kafka topic configurations the sink passes to the partitions it creates
+TOPIC_CONFIGS = ("segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
+                 "max.message.bytes", "flush.messages", "flush.ms", "message.timestamp.type",
+                 "cleanup.policy", "retention.ms", "retention.bytes", "preallocate")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    path: Path
+    topic: str | None                   # the option: overrides a topic column
+    compression: str = "none"
+    batch_size: int = 1 << 20           # bytes of one record batch, before compression
+    num_partitions: int = 1             # partitions of a topic created by the sink
+    fsync: str = "commit"               # "commit": every commit durable; "policy": flush.* only
+    staging: Path | None = None
+    checkpoint: Path | None = None
+    log_config: LogConfig = field(default_factory=LogConfig)
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    opts = {k.lower(): v for k, v in options.items()}
+    raw_path = opts.get("path", "").strip()
+    if not raw_path:
+        raise InvalidConfigError("Option 'path' must be specified: the data directory the "
+                                 "topic-partition directories are written into")
+    path = Path(raw_path).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise InvalidConfigError(f"Option 'path': {path} is not a directory")
+    topic = opts.get("topic")
+    if topic is not None:
+        topic = topic.strip()
+        check_topic(topic)
+    compression = opts.get("compression", opts.get("compression.type", "none")).strip().lower()
+    if compression == "uncompressed":
+        compression = "none"
+    if compression not in COMPRESSIONS:
+        raise InvalidConfigError(f"Invalid value {compression!r} for option 'compression': "
+                                 f"must be one of {', '.join(COMPRESSIONS)}")
+    props = {k: opts[k].strip() for k in TOPIC_CONFIGS if k in opts}
+    config = LogConfig.from_properties(props) if props else LogConfig()
+    batch_size = _int(opts, "batch.size", 1 << 20)
+    if batch_size <= 0:
+        raise InvalidConfigError("Option 'batch.size' must be positive")
+    if batch_size > config.max_message_bytes - 61:
+        batch_size = max(1, config.max_message_bytes - 61)   # one batch fits max.message.bytes
+    num_partitions = _int(opts, "numPartitions", 1)
+    if num_partitions <= 0:
+        raise InvalidConfigError("Option 'numPartitions' must be positive")
+    fsync = opts.get("fsync", "commit").strip().lower()
+    if fsync not in ("commit", "policy"):
+        raise InvalidConfigError(f"Invalid value {fsync!r} for option 'fsync': must be commit "
+                                 f"(every committed micro-batch durable) or policy (flush.messages / "
+                                 f"flush.ms)")
+    if fsync == "policy" and "flush.messages" not in props and "flush.ms" not in props:
+        config = config.with_changes(flush_messages=LONG_MAX)
+    checkpoint = opts.get("checkpointlocation")
+    staging = opts.get("staginglocation")
+    return SinkOptions(
+        path=path, topic=topic, compression=compression, batch_size=batch_size,
+        num_partitions=num_partitions, fsync=fsync,
+        staging=Path(staging).expanduser().resolve() if staging else None,
+        checkpoint=Path(checkpoint.replace("file:", "", 1)).expanduser() if checkpoint else None,
+        log_config=config)
+
+
+def default_staging(opts: SinkOptions) -> Path:
+    """Where executors leave encoded batches for the driver: beside the query's checkpoint (one
+    query, one place), never inside the data directory (a broker refuses foreign directories
+    there)."""
+    if opts.staging is not None:
+        return opts.staging
+    if opts.checkpoint is not None:
+        return opts.checkpoint / "kafkalog-sink" / "staging"
+    return Path(tempfile.gettempdir()) / f"kafkalog-staging-{os.getuid()}"
+
+
+def check_topic(topic: str) -> None:
+    """Kafka's topic name rules (legal characters, length, not ``.``/``..``): a name that could
+    leave ``path`` is refused before any directory is made."""
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicError as e:
+        raise InvalidTopicError(f"Invalid topic {topic!r}: {e}") from None
+
+
+def _int(opts: dict[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
+                                 f"number") from None
+
+
+# ------------------------------------------------------------------ input columns
+
+HEADERS_KEY_VALUE = ("key", "value")
+
+
+def check_columns(schema: StructType, topic_option: str | None) -> None:
+    """``KafkaWriter.validateQuery``: ``value`` required (string or binary), ``key`` string or
+    binary, ``topic`` string unless the option is set, ``partition`` int, ``headers``
+    array<struct<key string, value binary>>, ``timestamp`` timestamp (or double); other columns
+    are ignored. Raised when the query starts, before any record is written."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "topic" not in fields and topic_option is None:
+        raise InvalidConfigError("topic option required when no 'topic' attribute is present. "
+                                 "Use the topic option for setting a topic.")
+    if "topic" in fields and topic_option is None:
+        _need(fields["topic"], (StringType,), "topic", "string")
+    if "value" not in fields:
+        raise InvalidConfigError("Required attribute 'value' not found")
+    _need(fields["value"], (StringType, BinaryType), "value", "string or binary")
+    if "key" in fields:
+        _need(fields["key"], (StringType, BinaryType), "key", "string or binary")
+    if "partition" in fields:
+        _need(fields["partition"], (IntegerType,), "partition", "int")
+    if "timestamp" in fields:
+        _need(fields["timestamp"], (TimestampType, DoubleType), "timestamp", "timestamp or double")
+    if "headers" in fields:
+        t = fields["headers"]
+        ok = (isinstance(t, ArrayType) and isinstance(t.elementType, StructType)
+              and [f.name for f in t.elementType.fields] == list(HEADERS_KEY_VALUE)
+              and isinstance(t.elementType.fields[0].dataType, StringType)
+              and isinstance(t.elementType.fields[1].dataType, BinaryType))
+        if not ok:
+            raise InvalidConfigError(f"headers attribute unsupported type {t.simpleString()}. "
+                                     f"headers must be a(n) array<struct<key:string,value:binary>>")
+
+
+def _need(t: DataType, kinds: tuple, name: str, allowed: str) -> None:
+    if not isinstance(t, kinds):
+        raise InvalidConfigError(f"{name} attribute unsupported type {t.simpleString()}. "
+                                 f"{name} must be a(n) {allowed}")

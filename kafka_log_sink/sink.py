@@ -1,0 +1,77 @@
+"""The Spark writers ``kafkalog`` hands out: ``df.writeStream.format("kafkalog")`` (exactly once
+per micro-batch) and ``df.write.format("kafkalog")`` (append, all or nothing)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterator, List, Optional
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
+                                    WriterCommitMessage)
+from pyspark.sql.types import StructType
+
+from storage_core.errors import InvalidConfigError
+
+from .commit import SinkCoordinator, load_producer
+from .options import SinkOptions, check_columns, parse_sink_options
+from .writer import ProducerIdentity, SinkCommitMessage, stage_all
+
+
+def _runs_and_producer(messages: List[Optional[WriterCommitMessage]]):
+    runs, producer = [], None
+    for m in messages:
+        if isinstance(m, SinkCommitMessage):
+            runs.extend(m.runs)
+            producer = producer or m.producer
+    return runs, producer
+
+
+class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: SinkOptions, producer: ProducerIdentity) -> None:
+        self.opts = opts
+        self.producer = producer
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return stage_all(self.opts, self.producer, "stream", None, iterator)
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        runs, producer = _runs_and_producer(messages)
+        coordinator = SinkCoordinator(self.opts)
+        coordinator.commit(runs, batchId, producer or self.producer)
+        coordinator.sweep_staging()
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        SinkCoordinator(self.opts).abort(_runs_and_producer(messages)[0])
+
+
+class KafkaLogBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions, producer: ProducerIdentity) -> None:
+        self.opts = opts
+        self.producer = producer
+        self.write_id = f"write-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return stage_all(self.opts, self.producer, self.write_id, None, iterator)
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        runs, producer = _runs_and_producer(messages)
+        SinkCoordinator(self.opts).commit(runs, 0, producer or self.producer)
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        SinkCoordinator(self.opts).abort(_runs_and_producer(messages)[0])
+
+
+def stream_writer(options, schema: StructType) -> KafkaLogStreamWriter:
+    opts = parse_sink_options(options)
+    check_columns(schema, opts.topic)
+    return KafkaLogStreamWriter(opts, load_producer(opts))
+
+
+def batch_writer(options, schema: StructType, overwrite: bool) -> KafkaLogBatchWriter:
+    if overwrite:
+        raise InvalidConfigError("kafkalog cannot be written in the \"Overwrite\" mode: a Kafka "
+                                 "log is append-only (use mode(\"append\"))")
+    opts = parse_sink_options({k: v for k, v in options.items() if k.lower() != "checkpointlocation"})
+    check_columns(schema, opts.topic)
+    return KafkaLogBatchWriter(opts, load_producer(opts))

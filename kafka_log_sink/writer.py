@@ -1,0 +1,211 @@
+"""Executor side of the sink: Arrow rows to Kafka record batches, staged for the driver.
+
+Each task turns its rows into record batches with the columnar codec (partition choice,
+compression, CRC-32C), already carrying the query's producer id and epoch and the transactional
+flag; the driver only numbers them (base offset and base sequence) when it commits
+(``commit.SinkCoordinator``). Nothing reaches a partition log from here.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import WriterCommitMessage
+
+from storage_core.errors import InvalidConfigError, RecordTooLargeError
+from storage_core.format import encode_batches
+from storage_core.format.columnar import HEADER_TYPE
+from storage_core.format.log_input_stream import scan_batches
+
+from .options import SinkOptions, check_topic, default_staging
+from .partitioner import partitions_for_keys
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """The producer id and epoch every batch of a query is written with (Kafka's idempotent,
+    transactional producer); stable across restarts for a streaming query."""
+
+    producer_id: int
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    """Encoded batches for one partition, in a staging file."""
+
+    topic: str
+    partition: int
+    path: str
+    records: int
+    size: int
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    runs: tuple[StagedRun, ...] = ()
+    rows: int = 0
+    producer: ProducerIdentity | None = None
+
+
+def topic_partition_count(root: Path, topic: str, default: int) -> int:
+    """Partitions of ``topic`` under ``root`` (one more than the highest directory number), or
+    ``default`` for a topic that does not exist yet."""
+    prefix = topic + "-"
+    highest = -1
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return default
+    for name in names:
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            highest = max(highest, int(name[len(prefix):]))
+    return highest + 1 if highest >= 0 else default
+
+
+class BatchStager:
+    """Encodes one task's rows and appends them to one staging file per partition."""
+
+    def __init__(self, opts: SinkOptions, producer: ProducerIdentity, write_id: str,
+                 batch_id: int | None) -> None:
+        self.opts = opts
+        self.producer = producer
+        self.dir = default_staging(opts) / write_id / f"batch-{batch_id if batch_id is not None else 0}" \
+            / uuid.uuid4().hex
+        self._files: dict[tuple[str, int], tuple[Path, int, int]] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}
+        self.rows = 0
+
+    def stage(self, batch: pa.RecordBatch) -> None:
+        table = pa.Table.from_batches([batch])
+        n = table.num_rows
+        if n == 0:
+            return
+        self.rows += n
+        if self.opts.topic is not None:
+            groups = [(self.opts.topic, table)]
+        else:
+            topics = table.column("topic")
+            if topics.null_count:
+                raise InvalidConfigError(
+                    "[KAFKA_NULL_TOPIC_IN_DATA] The Kafka message data sent to the producer "
+                    "contains a null topic. Use the `topic` option for setting a default topic.")
+            groups = []
+            for t in pc.unique(topics).to_pylist():
+                groups.append((t, table.filter(pc.equal(topics, t))))
+        for topic, rows in groups:
+            check_topic(topic)
+            self._stage_topic(topic, rows)
+
+    def _partitions(self, topic: str, rows: pa.Table) -> np.ndarray:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._partition_counts[topic] = topic_partition_count(
+                self.opts.path, topic, self.opts.num_partitions)
+        n = rows.num_rows
+        parts = np.full(n, -1, np.int64)
+        if "partition" in rows.column_names:
+            col = rows.column("partition").combine_chunks()
+            given = np.asarray(col.fill_null(-1), dtype=np.int64)
+            bad = np.flatnonzero((given >= count) | (given < -1) | ((given == -1) & ~np.asarray(col.is_null())))
+            if bad.size:
+                raise InvalidConfigError(
+                    f"Partition {int(given[bad[0]])} of topic {topic} does not exist: the topic "
+                    f"has {count} partitions (0..{count - 1})")
+            parts = given
+        unset = parts < 0
+        if unset.any() and "key" in rows.column_names:
+            keys = rows.column("key").combine_chunks()
+            hashed = partitions_for_keys(keys.cast(pa.binary()), count)
+            parts = np.where(unset, hashed, parts)
+            unset = parts < 0
+        if unset.any():
+            # no partition, no key: sticky to one partition for this batch, then the next
+            nxt = self._sticky.get(topic)
+            if nxt is None:
+                nxt = int.from_bytes(os.urandom(2), "big") % count
+            parts[unset] = nxt
+            self._sticky[topic] = (nxt + 1) % count
+        return parts
+
+    def _stage_topic(self, topic: str, rows: pa.Table) -> None:
+        parts = self._partitions(topic, rows)
+        order = np.argsort(parts, kind="stable")
+        sorted_parts = parts[order]
+        rows = _record_columns(rows).take(pa.array(order))
+        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [len(sorted_parts)]))
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            self._write(topic, int(sorted_parts[s]), rows.slice(s, e - s))
+
+    def _write(self, topic: str, partition: int, rows: pa.Table) -> None:
+        raw = encode_batches(rows, compression=self.opts.compression,
+                             max_batch_bytes=self.opts.batch_size,
+                             producer_id=self.producer.producer_id,
+                             producer_epoch=self.producer.epoch, base_sequence=0,
+                             transactional=True)
+        limit = self.opts.log_config.max_message_bytes
+        scan = scan_batches(raw)
+        too_big = np.flatnonzero(scan.size > limit)
+        if too_big.size:
+            i = int(too_big[0])
+            raise RecordTooLargeError(
+                f"A record batch for {topic}-{partition} is {int(scan.size[i])} bytes, larger than "
+                f"max.message.bytes {limit} (a single record too large for the topic); nothing "
+                f"of this micro-batch was written")
+        key = (topic, partition)
+        path, records, size = self._files.get(key, (None, 0, 0))
+        if path is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            path = self.dir / f"{topic}-{partition}.batches"
+        with open(path, "ab") as f:
+            f.write(raw)
+        self._files[key] = (path, records + rows.num_rows, size + len(raw))
+
+    def finish(self) -> SinkCommitMessage:
+        runs = []
+        for (topic, partition), (path, records, size) in sorted(self._files.items()):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)             # staged data survives a crash of the driver's commit
+            finally:
+                os.close(fd)
+            runs.append(StagedRun(topic, partition, str(path), records, size))
+        return SinkCommitMessage(tuple(runs), self.rows, self.producer)
+
+
+def _record_columns(rows: pa.Table) -> pa.Table:
+    """The columns the codec takes, in its types: binary key/value, ms timestamps, headers."""
+    cols, names = [], []
+    for name in ("key", "value"):
+        if name in rows.column_names:
+            col = rows.column(name)
+            cols.append(col.cast(pa.binary()) if col.type != pa.binary() else col)
+            names.append(name)
+    if "timestamp" in rows.column_names:
+        col = rows.column("timestamp")
+        if pa.types.is_floating(col.type):          # seconds since the epoch, as Spark casts
+            col = pc.cast(pc.round(pc.multiply(col, 1000.0)), pa.int64())
+        cols.append(col)
+        names.append("timestamp")
+    if "headers" in rows.column_names:
+        cols.append(rows.column("headers").cast(pa.list_(HEADER_TYPE)))
+        names.append("headers")
+    return pa.table(cols, names=names)
+
+
+def stage_all(opts: SinkOptions, producer: ProducerIdentity, write_id: str,
+              batch_id: int | None, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    stager = BatchStager(opts, producer, write_id, batch_id)
+    for batch in batches:
+        stager.stage(batch)
+    return stager.finish()
