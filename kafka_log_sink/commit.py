@@ -26,6 +26,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,15 +130,27 @@ class SinkCoordinator:
         partitions = sorted(by_partition)
         self._create_topics({t for t, _ in partitions})
         self._write_state(TxnState(batch_id, "ongoing", partitions, producer))
+        self._crash_point("ongoing")
         try:
-            for tp in partitions:
+            for i, tp in enumerate(partitions):
+                if i:
+                    self._crash_point("between_partitions")
                 self._append(tp, by_partition[tp], producer)
         except BaseException:
             self._finish(TxnState(batch_id, "ongoing", partitions, producer))
             raise
+        self._crash_point("appended")
         self._write_state(TxnState(batch_id, "prepare_commit", partitions, producer))
+        self._crash_point("prepare_commit")
         self._finish(TxnState(batch_id, "prepare_commit", partitions, producer))
+        self._crash_point("complete")
         self.discard(runs)
+
+    def _crash_point(self, where: str) -> None:
+        """Fault injection for the crash tests (option ``kafkalog.test.crashAt``): die here as
+        a power cut or ``kill -9`` would, leaving whatever is on disk."""
+        if self.opts.crash_at == where:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def abort(self, runs: Iterable[StagedRun]) -> None:
         self.discard(runs)
@@ -170,7 +183,9 @@ class SinkCoordinator:
         ``prepare_commit`` one, on every partition where it is still open."""
         commit = st.state == "prepare_commit"
         pid, epoch = st.producer.producer_id, st.producer.epoch
-        for tp in st.partitions:
+        for i, tp in enumerate(st.partitions):
+            if i:
+                self._crash_point("between_markers")
             path = self._dir(tp)
             if not path.exists():
                 continue

@@ -35,6 +35,8 @@ class SinkOptions:
     staging: Path | None = None
     checkpoint: Path | None = None
     log_config: LogConfig = field(default_factory=LogConfig)
+    # fault injection for the crash tests: the commit SIGKILLs its own process at this point
+    crash_at: str | None = None
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -80,7 +82,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         num_partitions=num_partitions, fsync=fsync,
         staging=Path(staging).expanduser().resolve() if staging else None,
         checkpoint=Path(checkpoint.replace("file:", "", 1)).expanduser() if checkpoint else None,
-        log_config=config)
+        log_config=config, crash_at=opts.get("kafkalog.test.crashat"))
 
 
 def default_staging(opts: SinkOptions) -> Path:
