@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
@@ -109,14 +110,23 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
             offset = _data_lost(p, offset, min(nxt, p.end), "its segment was deleted")
             continue
         try:
-            while offset < p.end:
-                got = seg.read(offset, p.max_bytes)
-                if got is None:
-                    break                                  # past this segment's end
-                position, data = got
+            found = seg.translate_offset(offset)         # the offset index, then a short scan
+            position = found.position if found is not None else seg.size
+            while offset < p.end and position < seg.size:
+                # read on from where the last read stopped: one positioned read of about
+                # max_bytes, decoded without copying (a partial last batch is read again next)
+                first = max(p.max_bytes, found.size if found is not None else 0)
+                data = seg.read_bytes(position, first)
                 run = decode_run(data, source=str(seg.log_path))
                 if run.batches == 0:
-                    break
+                    if len(data) < first:
+                        break                            # a batch still being written
+                    data = seg.read_bytes(position, _batch_size(data))
+                    run = decode_run(data, source=str(seg.log_path))
+                    if run.batches == 0:
+                        break
+                found = None
+                position += run.next_position
                 yield _visible(run.table, offset, p.end)
                 offset = max(offset, run.next_offset)
         finally:
@@ -145,12 +155,22 @@ def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
             _data_lost(p, log_.log_end_offset, p.end, "the log ends before it")
 
 
+def _batch_size(data: bytes) -> int:
+    """The size of the batch at the start of ``data`` (its length field + the log overhead)."""
+    return int.from_bytes(data[8:12], "big", signed=True) + 12
+
+
 def _visible(table: pa.Table, start: int, end: int) -> pa.Table:
-    """The rows of ``[start, end)`` (a batch may begin below ``start``), control records out."""
-    offsets = table.column("offset")
-    keep = pc.and_(pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end)),
-                   pc.invert(table.column("isControl")))
-    return table.filter(keep)
+    """The rows of ``[start, end)`` (a batch may begin below ``start``), control records out.
+    Offsets increase along a log, so the range is one zero-copy slice; only control records
+    (rare: transaction markers) need a filter."""
+    offsets = table.column("offset").to_numpy()
+    lo, hi = np.searchsorted(offsets, [start, end], "left").tolist()
+    table = table.slice(lo, hi - lo)
+    control = table.column("isControl")
+    if control.null_count == 0 and pc.any(control).as_py():
+        table = table.filter(pc.invert(control))
+    return table
 
 
 def _data_lost(p: KafkaLogInputPartition, start: int, end: int, why: str) -> int:
