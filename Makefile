@@ -26,6 +26,9 @@ test: $(STAMP) check-java
 
 bench: $(STAMP)
 	$(PY) bench/record_codec.py
+	$(PY) bench/storage.py
+	$(PY) bench/spark_read.py
+	$(PY) bench/spark_write.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
