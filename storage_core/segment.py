@@ -21,6 +21,7 @@ import numpy as np
 
 from .config import LogConfig
 from .errors import CorruptRecordError, OffsetOverflowError, RecordTooLargeError
+from .format import _kernels
 from .format.log_input_stream import BatchArrays, BatchInfo, LogInputStream, scan_batches
 from .format.record_batch import HEADER_SIZE_UP_TO_MAGIC
 from .index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 _FIND_WINDOW = 64 << 10     # first read when looking for an offset from its index entry
 
 INT_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
 _CHUNK = 1 << 20
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -239,41 +241,46 @@ class LogSegment:
         if batches is None:
             batches = scan_batches(records)
         if batches.legacy_at_end or batches.end != n:     # magic 0/1 entries (copied logs)
-            walk = [(b.position, b.size, b.last_offset, b.max_timestamp)
-                    for b in LogInputStream(records)]
+            walk = np.array([(b.position, b.size, b.last_offset, b.max_timestamp)
+                             for b in LogInputStream(records)], np.int64).reshape(-1, 4)
+            positions, sizes, lasts, max_ts = walk.T
         else:
-            walk = zip(batches.position.tolist(), batches.size.tolist(),
-                       batches.last_offset.tolist(), batches.max_timestamp.tolist())
+            positions, sizes = batches.position, batches.size
+            lasts, max_ts = batches.last_offset, batches.max_timestamp
         _write_all(self._fd, records, position)
         self._size = position + n
         mts = self.max_timestamp_so_far
-        running_ts, running_off = mts.timestamp, mts.offset   # the segment's max, batch by batch
         if largest_timestamp > mts.timestamp:
             self._max_ts = (largest_timestamp, shallow_offset_of_max_timestamp)
         # Index batch by batch, with the same interval rule: a multi-batch append (a whole
         # micro-batch) then gets the index a leader's one-batch appends would have, which is
-        # also exactly what recovery rebuilds and what kafka-dump-log.sh verifies.
-        interval = self.config.index_interval_bytes
-        offset_room = self.offset_index.max_entries - self.offset_index.entries
-        time_room = self.time_index.max_entries - 1 - self.time_index.entries  # is_full()
-        indexed_ts = self.time_index.last_entry.timestamp
-        since = self.bytes_since_last_index_entry
-        offsets, times = [], []
-        for p, size, last, ts in walk:
-            if ts > running_ts:
-                running_ts, running_off = ts, last
-            if since > interval and offset_room > 0 and time_room > 0:
-                offsets.append((last, position + p))
-                offset_room -= 1
-                if running_ts > indexed_ts:          # TimeIndex.maybeAppend's rule
-                    times.append((running_ts, running_off))
-                    indexed_ts = running_ts
-                    time_room -= 1
-                since = 0
-            since += size
-        self.offset_index.append_many(offsets)
-        self.time_index.maybe_append_many(times)
-        self.bytes_since_last_index_entry = since
+        # also exactly what recovery rebuilds and what kafka-dump-log.sh verifies. The walk is
+        # compiled (the rule is sequential: each entry resets the byte count) and its entries
+        # go to the indexes as arrays, checked and written whole.
+        count = len(positions)
+        offsets = np.empty((count, 2), np.int64)
+        times = np.empty((count, 2), np.int64)
+        n_off, n_time, since, _, _ = _kernels.index_entries(
+            positions, sizes, lasts, max_ts, position, self.bytes_since_last_index_entry,
+            # `since` never reaches int64's max, so a larger interval acts as that max
+            min(self.config.index_interval_bytes, _INT64_MAX),
+            mts.timestamp, mts.offset,                  # the segment's max, batch by batch
+            self.time_index.last_entry.timestamp,
+            self.offset_index.max_entries - self.offset_index.entries,
+            self.time_index.max_entries - 1 - self.time_index.entries,   # is_full()
+            offsets, times)
+        # Most small appends add no entry and a one-batch append at most one, which the scalar
+        # appends take for less than the array checks cost. They raise the same: their checks
+        # differ only in order, on the position, which always fits here (checked above).
+        if n_off == 1:
+            self.offset_index.append(int(offsets[0, 0]), int(offsets[0, 1]))
+        elif n_off:
+            self.offset_index.append_many(offsets[:n_off])
+        if n_time == 1:
+            self.time_index.maybe_append(int(times[0, 0]), int(times[0, 1]))
+        elif n_time:
+            self.time_index.maybe_append_many(times[:n_time])
+        self.bytes_since_last_index_entry = int(since)
 
     def update_txn_index(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)

@@ -284,3 +284,50 @@ def scan_headers(arr, start, end, max_batch_size, out):
         out[n, 13] = _be(arr, pos + 57, 4)
         n += 1
         pos += total
+
+
+# ------------------------------------------------------------------------- segment index entries
+
+@_njit
+def index_entries(position, size, last_offset, max_timestamp, base_position, since, interval,
+                  running_ts, running_off, indexed_ts, offset_room, time_room,
+                  offsets_out, times_out):
+    """Kafka's ``LogSegment.append`` indexing rule over one append's batches (columns of the
+    header walk, positions relative to ``base_position``), as Kafka applies it per batch::
+
+        if (batchMaxTimestamp > maxTimestampSoFar()) maxTimestampAndOffsetSoFar = (ts, lastOffset)
+        if (bytesSinceLastIndexEntry > indexIntervalBytes) {
+            offsetIndex().append(batchLastOffset, physicalPosition);
+            timeIndex().maybeAppend(maxTimestampSoFar(), shallowOffsetOfMaxTimestampSoFar());
+            bytesSinceLastIndexEntry = 0;
+        }
+        bytesSinceLastIndexEntry += batch.sizeInBytes();
+
+    with ``maybeAppend``'s "only above the last indexed timestamp" and kafkalog's "no entry once
+    either index is full" (``offset_room`` / ``time_room``: free slots, the time index's last
+    one kept for the roll; the segment rolls on a full index, a sparse index just stops
+    growing). Writes the offset entries ``(last offset, position)`` to ``offsets_out`` and the
+    time entries ``(max timestamp so far, its offset)`` to ``times_out``, both
+    ``(len(position), 2)`` int64. Returns ``(offset entries, time entries, bytes since the last
+    entry, max timestamp so far, its offset)``."""
+    n_off = 0
+    n_time = 0
+    for i in range(position.shape[0]):
+        ts = max_timestamp[i]
+        if ts > running_ts:
+            running_ts = ts
+            running_off = last_offset[i]
+        if since > interval and offset_room > 0 and time_room > 0:
+            offsets_out[n_off, 0] = last_offset[i]
+            offsets_out[n_off, 1] = base_position + position[i]
+            n_off += 1
+            offset_room -= 1
+            if running_ts > indexed_ts:
+                times_out[n_time, 0] = running_ts
+                times_out[n_time, 1] = running_off
+                n_time += 1
+                indexed_ts = running_ts
+                time_room -= 1
+            since = 0
+        since += size[i]
+    return n_off, n_time, since, running_ts, running_off

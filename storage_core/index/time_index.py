@@ -10,12 +10,14 @@ of a preallocated file is kept free for it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import CorruptIndexError, InvalidOffsetError
-from .abstract_index import AbstractIndex, IndexFullError
+from .abstract_index import INT32_MAX, AbstractIndex, IndexFullError
+from .offset_index import entry_columns
 
 __all__ = ["TimeIndex", "TimestampOffset"]
 
@@ -120,42 +122,89 @@ class TimeIndex(AbstractIndex):
             self._last_entry = TimestampOffset(timestamp, offset)
 
 
-    def maybe_append_many(self, entries: list[tuple[int, int]]) -> None:
+    def maybe_append_many(self, entries: Sequence[tuple[int, int]] | np.ndarray) -> None:
         """``maybe_append`` for each ``(timestamp, offset)`` in order (a multi-batch append's
-        entries), under one lock and with one write; nothing is written unless all are valid."""
+        entries), under one lock and with one write; nothing is written unless all are valid.
+        ``entries``: pairs, or an ``(n, 2)`` int64 array of them (checked vectorised)."""
         with self._lock:
             self._check_open()
-            last_ts, last_off = self._last_entry.timestamp, self._last_entry.offset
-            rows = []
-            for timestamp, offset in entries:
-                if self._entries + len(rows) >= self.max_entries - 1:     # is_full()
-                    raise IndexFullError(f"Attempt to append to a full time index {self._path} "
-                                         f"(size = {self._entries + len(rows)})")
-                if (self._entries or rows) and offset < last_off:
-                    raise InvalidOffsetError(
-                        f"Attempt to append an offset ({offset}) to slot "
-                        f"{self._entries + len(rows)} no larger than the last offset appended "
-                        f"({last_off}) to {self._path}")
-                if (self._entries or rows) and timestamp < last_ts:
-                    raise ValueError(
-                        f"Attempt to append a timestamp ({timestamp}) to slot "
-                        f"{self._entries + len(rows)} no larger than the last timestamp "
-                        f"appended ({last_ts}) to {self._path}")
-                if timestamp <= last_ts:
-                    continue
-                if timestamp > _INT64.max:
-                    raise ValueError(f"Timestamp {timestamp} does not fit the int64 timestamps "
-                                     f"of {self._path}")
-                rows.append((timestamp, self.relative_offset(offset)))
-                last_ts, last_off = timestamp, offset
-            if not rows:
+            cols = entry_columns(entries)
+            n = cols.shape[0]
+            if n == 0:
+                return
+            timestamps, offsets = cols[:, 0], cols[:, 1]
+            last = self._last_entry
+            base = self._base_offset
+            low_off, high_off = int(offsets[0]), int(offsets[-1])
+            if ((n == 1 or (bool((timestamps[1:] > timestamps[:-1]).all())
+                            and bool((offsets[1:] >= offsets[:-1]).all())))
+                    and int(timestamps[0]) > last.timestamp
+                    and int(timestamps[-1]) <= _INT64.max
+                    and (not self._entries or low_off >= last.offset)
+                    and base <= low_off and high_off <= base + INT32_MAX
+                    and self._entries + n - 1 < self.max_entries - 1):   # last slot: not full
+                # the usual case (a segment's entries): every timestamp above the one before,
+                # so every entry goes in, in order and in range
+                new_ts, new_off = timestamps, offsets
+            else:
+                new_ts, new_off = self._appended_entries(timestamps, offsets)
+            m = len(new_ts)
+            if m == 0:
                 return
             self._check_writable()
             assert self._mm is not None
+            rows = np.empty(m, self._DTYPE)
+            rows["timestamp"] = new_ts
+            rows["relative_offset"] = new_off - base
             at = self._entries * self.ENTRY_SIZE
-            self._mm[at:at + len(rows) * self.ENTRY_SIZE] = np.array(rows, self._DTYPE).tobytes()
-            self._entries += len(rows)
-            self._last_entry = TimestampOffset(last_ts, last_off)
+            self._mm[at:at + rows.nbytes] = rows
+            self._entries += m
+            self._last_entry = TimestampOffset(int(new_ts[-1]), int(new_off[-1]))
+
+    def _appended_entries(self, timestamps: np.ndarray, offsets: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """The entries ``maybe_append_many`` appends (timestamps and offsets), else what it
+        raises appending entry by entry: every entry's checks at once, then the first failing
+        entry's, in order, with its numbers."""
+        last = self._last_entry
+        base = self._base_offset
+        # Entry by entry, an entry goes in when its timestamp is above the last entry's, which
+        # is then the largest so far: ``before[i]``, the running max, is the last timestamp
+        # entry i sees, and ``last_off[i]`` the offset of the last entry appended before it.
+        before = np.maximum.accumulate(np.concatenate(([last.timestamp], timestamps)))[:-1]
+        appended = timestamps > before
+        new_ts, new_off = timestamps[appended], offsets[appended]
+        done = np.cumsum(appended) - appended               # entries appended before entry i
+        slot = self._entries + done
+        last_off = np.concatenate(([last.offset], new_off))[done]
+        seen = slot > 0                     # an index with entries: the order checks apply
+        bad = ((slot >= self.max_entries - 1)                           # is_full()
+               | (seen & ((offsets < last_off) | (timestamps < before)))
+               | (appended & ((timestamps > _INT64.max)
+                              | (offsets < base) | (offsets > base + INT32_MAX))))
+        hit = np.flatnonzero(bad)
+        if not hit.size:
+            return new_ts, new_off
+        i = int(hit[0])
+        timestamp, offset = int(timestamps[i]), int(offsets[i])
+        k, last_ts, prev_off = int(slot[i]), int(before[i]), int(last_off[i])
+        if k >= self.max_entries - 1:
+            raise IndexFullError(f"Attempt to append to a full time index {self._path} "
+                                 f"(size = {k})")
+        if k and offset < prev_off:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to slot {k} no larger than the last "
+                f"offset appended ({prev_off}) to {self._path}")
+        if k and timestamp < last_ts:
+            raise ValueError(
+                f"Attempt to append a timestamp ({timestamp}) to slot {k} no larger than the "
+                f"last timestamp appended ({last_ts}) to {self._path}")
+        if timestamp > _INT64.max:
+            raise ValueError(f"Timestamp {timestamp} does not fit the int64 timestamps of "
+                             f"{self._path}")
+        self.relative_offset(offset)                    # OffsetOverflowError
+        raise AssertionError(f"entry {i} of {self._path} failed only the array checks")
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset`` (Kafka searches the offset field here).
         Offsets along a time index never decrease, but two entries may share one (a larger
