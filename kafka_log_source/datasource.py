@@ -9,6 +9,7 @@ range becomes an input partition (``KafkaOffsetRangeCalculator``); tasks read th
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
@@ -107,16 +108,22 @@ class Resolver:
         return {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
 
     def resolve(self, limit: OffsetLimit, dirs: dict[TopicPartition, Path],
-                infos: dict[TopicPartition, catalog.PartitionInfo], *, starting: bool
-                ) -> dict[TopicPartition, int]:
+                infos: dict[TopicPartition, catalog.PartitionInfo], *, starting: bool,
+                streaming: bool = False, keep_latest: bool = False) -> dict[TopicPartition, int]:
         """Concrete offsets for every partition of ``dirs`` (``KafkaOffsetReaderAdmin``'s
-        fetchEarliest/Latest/Specific/Timestamp-based offsets)."""
+        fetchEarliest/Latest/Specific/Timestamp-based offsets); ``keep_latest`` leaves -1
+        (latest) unresolved."""
         if isinstance(limit, Earliest):
             return {tp: infos[tp].earliest for tp in dirs}
         if isinstance(limit, Latest):
             return {tp: infos[tp].latest for tp in dirs}
         if isinstance(limit, ByOffsets):
             wanted = limit.offsets.resolve(list(dirs))
+            if set(wanted) != set(dirs) and streaming:
+                raise InvalidConfigError(
+                    "If startingOffsets contains specific offsets, you must specify all "
+                    "TopicPartitions.\nUse -1 for latest, -2 for earliest, if you don't care.\n"
+                    f"Specified: {_tp_set(wanted)} Assigned: {_tp_set(dirs)}")
             if set(wanted) != set(dirs):
                 which = "start" if starting else "end"
                 raise InvalidConfigError(
@@ -125,6 +132,7 @@ class Resolver:
                     f"running. Use -1 for latest, -2 for earliest. Specified: "
                     f"{_tp_set(wanted)} Assigned: {_tp_set(dirs)}")
             return {tp: (infos[tp].earliest if off == EARLIEST else
+                         off if off == LATEST and keep_latest else
                          infos[tp].latest if off == LATEST else off)
                     for tp, off in sorted(wanted.items())}
         if isinstance(limit, ByTimestamps):
@@ -257,10 +265,20 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return dirs, infos
 
     def initialOffset(self) -> dict:
+        """The start of a new query. ``latest`` stays the sentinel -1 here (Spark's late
+        binding): the first batch starts each such partition at its own end offset, so a batch
+        0 replayed after a crash (Spark asks a Python source for its initial offset again, and
+        a Python source has no checkpoint of its own to keep the first answer in) plans the
+        very same range instead of a newer "latest"."""
         if self._initial is None:       # Spark calls it more than once: resolve once
             dirs, infos = self._partitions_now()
-            self._initial = offsets_to_json(
-                Resolver(self.opts).resolve(self.opts.starting, dirs, infos, starting=True))
+            limit = self.opts.starting
+            if isinstance(limit, Latest):
+                resolved = {tp: LATEST for tp in dirs}
+            else:
+                resolved = Resolver(self.opts).resolve(limit, dirs, infos, starting=True,
+                                                       streaming=True, keep_latest=True)
+            self._initial = offsets_to_json(resolved)
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -279,14 +297,19 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
+        now = self._fetch_latest()
         if self._available_now is not None:
+            self._check_available_now(now)
             latest = dict(self._available_now)
         else:
-            latest = self._fetch_latest()
+            latest = now
         self._latest = latest
         if not latest:
             return start                # nothing subscribed exists (yet): no batch
-        # partitions new since ``start`` take part from their earliest offset
+        # a "latest" start (-1) binds to the end offset now; partitions new since ``start``
+        # take part from their earliest offset
+        begin = {tp: (latest.get(tp, LATEST) if off == LATEST else off)
+                 for tp, off in begin.items()}
         earliest = self._earliest_of_new(begin, latest)
         frm = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
         if isinstance(limit, ReadAllAvailable):
@@ -298,11 +321,30 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = latest
             if o.max_offsets_per_trigger is not None:
                 end = rate_limit(o.max_offsets_per_trigger, frm, latest)
-        merged = dict(begin)            # partitions gone since keep their offset (see partitions)
+        merged = {tp: off for tp, off in begin.items() if off != LATEST}   # gone: kept
         merged.update(end)
         if merged != begin:
             self._last_batch_ms = self._now()
         return offsets_to_json(merged)
+
+    def _check_available_now(self, now: dict[TopicPartition, int]) -> None:
+        """``KafkaMicroBatchStream``'s checks under AvailableNow, failing whatever
+        failOnDataLoss says: the partitions of the snapshot must still exist and still reach
+        the snapshot's offsets."""
+        snap = self._available_now
+        if not set(snap) <= set(now):
+            raise DataLossError(
+                "Some of partitions in Kafka topic(s) have been lost during running query with "
+                "Trigger.AvailableNow. Make sure the topic(s) are not deleted during the query. "
+                f"topic-partitions for latest offset: {_tp_set(now)}, topic-partitions for end "
+                f"offset: {_tp_set(snap)}")
+        if any(now[tp] < off for tp, off in snap.items()):
+            raise DataLossError(
+                "Some of partitions in Kafka topic(s) report available offset which is less than "
+                "end offset during running query with Trigger.AvailableNow. Make sure the "
+                f"topic(s) are not deleted or recreated during the query. latest offset: "
+                f"{json.dumps(offsets_to_json(now))}, end offset: "
+                f"{json.dumps(offsets_to_json(snap))}")
 
     def _earliest_of_new(self, begin, latest) -> dict[TopicPartition, int]:
         if all(tp in begin for tp in latest):
@@ -337,7 +379,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = []
         for tp in dirs:
             info = infos[tp]
-            if tp in begin:
+            if tp in begin and begin[tp] == LATEST:
+                s = until[tp]               # a "latest" start: this batch begins at its end
+            elif tp in begin:
                 s = begin[tp]
             else:
                 s = info.earliest
