@@ -18,6 +18,7 @@ from storage_core.config import LONG_MAX, LogConfig
 from storage_core.errors import InvalidConfigError, InvalidTopicError
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+MIN_BATCH_BYTES = 61 + 7           # a batch header and the smallest record
 # Kafka topic configurations the sink passes to the partitions it creates
 TOPIC_CONFIGS = ("segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
                  "max.message.bytes", "flush.messages", "flush.ms", "message.timestamp.type",
@@ -63,8 +64,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     batch_size = _int(opts, "batch.size", 1 << 20)
     if batch_size <= 0:
         raise InvalidConfigError("Option 'batch.size' must be positive")
-    if batch_size > config.max_message_bytes - 61:
-        batch_size = max(1, config.max_message_bytes - 61)   # one batch fits max.message.bytes
+    # a batch smaller than one record holds one record (Kafka's producer does the same), and a
+    # batch never exceeds max.message.bytes
+    batch_size = max(batch_size, MIN_BATCH_BYTES)
+    if batch_size > config.max_message_bytes:
+        batch_size = max(MIN_BATCH_BYTES, config.max_message_bytes)
     num_partitions = _int(opts, "numPartitions", 1)
     if num_partitions <= 0:
         raise InvalidConfigError("Option 'numPartitions' must be positive")

@@ -192,15 +192,26 @@ def _record_columns(rows: pa.Table) -> pa.Table:
             cols.append(col.cast(pa.binary()) if col.type != pa.binary() else col)
             names.append(name)
     if "timestamp" in rows.column_names:
-        col = rows.column("timestamp")
-        if pa.types.is_floating(col.type):          # seconds since the epoch, as Spark casts
-            col = pc.cast(pc.round(pc.multiply(col, 1000.0)), pa.int64())
-        cols.append(col)
+        cols.append(_millis(rows.column("timestamp")))
         names.append("timestamp")
     if "headers" in rows.column_names:
         cols.append(rows.column("headers").cast(pa.list_(HEADER_TYPE)))
         names.append("headers")
     return pa.table(cols, names=names)
+
+
+def _millis(col) -> pa.Array:
+    """Record timestamps in ms as Spark's Kafka sink takes them: a timestamp's microseconds
+    floor-divided by 1000 (``DateTimeUtils.toMillis``); a double is seconds, cast as Spark
+    casts (microseconds truncated toward zero), then the same."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_floating(col.type):
+        micros = pc.cast(pc.trunc(pc.multiply(col, 1_000_000.0)), pa.int64())
+    else:
+        micros = col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64())
+    valid = np.asarray(micros.is_valid())
+    values = np.floor_divide(np.asarray(micros.fill_null(0), dtype=np.int64), 1000)
+    return pa.array(values, pa.int64(), mask=~valid)
 
 
 def stage_all(opts: SinkOptions, producer: ProducerIdentity, write_id: str,
