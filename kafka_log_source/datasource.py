@@ -165,16 +165,20 @@ class Resolver:
                          infos: dict[TopicPartition, catalog.PartitionInfo],
                          dirs: dict[TopicPartition, Path]) -> list[KafkaLogInputPartition]:
         o = self.opts
-        pieces = split_ranges([r for r in ranges if r.end > r.start],
-                              min_partitions=o.min_partitions,
-                              max_records_per_partition=o.max_records_per_partition)
+        bounds = {tp: (info.earliest, info.latest) for tp, info in infos.items()}
+        kept = [r for r in ranges if r.start < 0 or r.end < 0 or r.end > r.start]
+        pieces = split_ranges(kept, min_partitions=o.min_partitions,
+                              max_records_per_partition=o.max_records_per_partition,
+                              bounds=bounds)
         out = []
         for r in pieces:
             tp = (r.topic, r.partition)
             info = infos[tp]
+            late = r.start < 0 or r.end < 0           # resolved by the task (late binding)
             out.append(KafkaLogInputPartition(
                 topic=r.topic, partition=r.partition, path=str(dirs[tp]), start=r.start,
-                end=r.end, segments=catalog.segments_for(info, max(r.start, info.earliest), r.end),
+                end=r.end, segments=() if late else
+                catalog.segments_for(info, max(r.start, info.earliest), r.end),
                 earliest=info.earliest, isolation=o.isolation_level,
                 include_headers=o.include_headers, fail_on_data_loss=o.fail_on_data_loss,
                 max_bytes=o.max_bytes_per_fetch))
@@ -195,30 +199,49 @@ class KafkaLogBatchReader(DataSourceReader):
         self.opts = opts
 
     def plan(self) -> list[OffsetRange]:
-        """Per partition ``[start, end)`` after resolution, narrowed by ``narrow``."""
+        """Per partition ``[start, end)``. Spark plans a Python source's DataFrame once and
+        runs it again for every action, so, as Spark's Kafka relation does, ``earliest`` and
+        ``latest`` stay the sentinels -2 / -1 in the plan and tasks resolve them when they
+        read (a re-run sees records appended, or deleted by retention, since). Timestamps and
+        specific offsets are resolved here; the partitions are those assigned now, narrowed
+        by pushed filters after the offset options were checked against all of them."""
         res = Resolver(self.opts)
         dirs = res.partitions()
-        dirs = self.narrow_partitions(dirs)
         infos = res.info(dirs)
-        starts = res.resolve(self.opts.starting, dirs, infos, starting=True)
-        ends = res.resolve(self.opts.ending, dirs, infos, starting=False)
+        starts = self._limit_offsets(res, self.opts.starting, dirs, infos, starting=True)
+        ends = self._limit_offsets(res, self.opts.ending, dirs, infos, starting=False)
+        dirs = self.narrow_partitions(dirs)
         ranges = []
         for tp in dirs:
             s, e = starts[tp], ends[tp]
-            if s > e:
+            if s >= 0 and e >= 0 and s > e:
                 raise KafkaLogError(
                     f"The resolved start offset {s} is greater than the resolved end offset {e} "
                     f"for topic {tp[0]} partition {tp[1]}.")
-            s, e = self.narrow_range(tp, s, e, dirs[tp])
+            s, e = self.narrow_range(tp, s, e, dirs[tp], infos[tp])
             ranges.append(OffsetRange(tp[0], tp[1], s, e))
         self._plan = (ranges, infos, dirs)
         return ranges
+
+    def _limit_offsets(self, res: "Resolver", limit: OffsetLimit, dirs, infos, *,
+                       starting: bool) -> dict[TopicPartition, int]:
+        if isinstance(limit, Earliest):
+            return {tp: EARLIEST for tp in dirs}
+        if isinstance(limit, Latest):
+            return {tp: LATEST for tp in dirs}
+        if isinstance(limit, ByOffsets):
+            offs = res.resolve(limit, dirs, infos, starting=starting, keep_latest=True)
+            explicit = limit.offsets.resolve(list(dirs))
+            return {tp: EARLIEST if explicit.get(tp) == EARLIEST else off
+                    for tp, off in offs.items()}
+        return res.resolve(limit, dirs, infos, starting=starting)
 
     # hooks for filter pushdown (see pushdown.py)
     def narrow_partitions(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, Path]:
         return dirs
 
-    def narrow_range(self, tp: TopicPartition, start: int, end: int, path: Path) -> tuple[int, int]:
+    def narrow_range(self, tp: TopicPartition, start: int, end: int, path: Path,
+                     info: catalog.PartitionInfo) -> tuple[int, int]:
         return start, end
 
     def partitions(self) -> Sequence[InputPartition]:

@@ -277,8 +277,8 @@ def split_ranges(ranges: list[OffsetRange], *, min_partitions: int | None = None
     If any range holds a sentinel, this is ``KafkaOffsetReaderAdmin.
     getOffsetRangesFromUnresolvedOffsets`` instead (Spark's batch planning, with late binding):
     when no splitting is called for (``min_partitions`` not above the number of ranges and no
-    range ``size`` above ``max_records_per_partition``, sizes being taken on the raw values as
-    Spark does) the ranges come back unchanged, empty ones included. Otherwise the sentinels are
+    range ``size`` above ``max_records_per_partition``, sizes taken on the offsets ``bounds``
+    gives, where Spark takes the raw sentinels) the ranges come back unchanged, empty ones included. Otherwise the sentinels are
     resolved with ``bounds`` (``{tp: (earliest, latest)}``), the resolved ranges split as above,
     and per partition a single piece is given back as the original unresolved range, while the
     first of several pieces keeps the original start and the last the original end (e.g. [-2, 1),
@@ -356,8 +356,18 @@ def _split_unresolved(ranges: list[OffsetRange], min_partitions: int | None,
                       ) -> list[OffsetRange]:
     """``getOffsetRangesFromUnresolvedOffsets`` after the offsets were fetched."""
     limit = _LONG_MAX if max_records is None else max_records
+
+    def size(r: OffsetRange) -> int:
+        # Spark measures unresolved ranges on the raw sentinels (earliest..latest counts as 1),
+        # so maxRecordsPerPartition alone never splits a default batch read there; kafkalog
+        # measures them on the offsets as they are now, which is what the option is for
+        if bounds is not None and r.topic_partition in bounds:
+            lo, hi = bounds[r.topic_partition]
+            return ((hi if r.end == LATEST else r.end) - (lo if r.start == EARLIEST else r.start))
+        return r.size
+
     should_divvy = ((min_partitions is not None and min_partitions > len(ranges))
-                    or any(r.size > limit for r in ranges))
+                    or any(size(r) > limit for r in ranges))
     if not should_divvy:
         return ranges
     originals: dict[TopicPartition, OffsetRange] = {}

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrE
 
 from . import catalog
 from .datasource import KafkaLogBatchReader
-from .offsets import TopicPartition
+from .offsets import EARLIEST, LATEST, TopicPartition
 
 
 def _ms(value) -> int | None:
@@ -49,7 +49,8 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
         return filters                   # Spark still applies all of them (see module doc)
 
     def _note(self, f: Filter) -> None:
-        col = f.attribute[0] if len(f.attribute) == 1 else None
+        attribute = getattr(f, "attribute", None)     # Not(...) has none: nothing to narrow
+        col = attribute[0] if attribute is not None and len(attribute) == 1 else None
         if col == "topic":
             if isinstance(f, EqualTo):
                 self._keep_topics({f.value})
@@ -76,7 +77,7 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
                 self._bound_offsets(None, v + 1)
         elif col == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, EqualTo)):
             ms = _ms(f.value)
-            if ms is not None:
+            if ms is not None and ms > 0:     # before 1970 holds for every record: no bound
                 self.min_timestamp = ms if self.min_timestamp is None else max(self.min_timestamp, ms)
 
     def _keep_topics(self, topics: set) -> None:
@@ -98,7 +99,13 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
                 and (self.partitions_ is None or tp[1] in self.partitions_)
                 and (prefix is None or tp[0].startswith(prefix))}
 
-    def narrow_range(self, tp: TopicPartition, start: int, end: int, path: Path) -> tuple[int, int]:
+    def narrow_range(self, tp: TopicPartition, start: int, end: int, path: Path,
+                     info: catalog.PartitionInfo) -> tuple[int, int]:
+        if self.min_offset is None and self.max_offset is None and self.min_timestamp is None:
+            return start, end                 # nothing pushed: keep the late binding
+        # bounds to compare with: earliest / latest as they are now
+        start = info.earliest if start == EARLIEST else start
+        end = info.latest if end == LATEST else end
         if self.min_offset is not None:
             start = max(start, self.min_offset)
         if self.max_offset is not None:

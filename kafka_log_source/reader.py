@@ -27,6 +27,7 @@ from storage_core.format import decode_run
 from storage_core.segment import LogSegment
 
 from .catalog import open_partition
+from .offsets import EARLIEST, LATEST
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,26 @@ def read_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
             yield from to_spark_batches(table, p.topic, p.partition, schema, p.include_headers)
 
 
+def _resolve(p: KafkaLogInputPartition) -> KafkaLogInputPartition:
+    """Bind ``earliest`` (-2) and ``latest`` (-1) to the partition as it is now."""
+    from dataclasses import replace
+
+    from .catalog import partition_info, segments_for
+
+    info = partition_info(Path(p.path), p.isolation)
+    start = info.earliest if p.start == EARLIEST else p.start
+    end = info.latest if p.end == LATEST else p.end
+    if start > end:
+        raise KafkaLogError(
+            f"The resolved start offset {start} is greater than the resolved end offset {end} "
+            f"for topic {p.topic} partition {p.partition}.")
+    return replace(p, start=start, end=end, earliest=info.earliest,
+                   segments=segments_for(info, max(start, info.earliest), end))
+
+
 def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
+    if p.start < 0 or p.end < 0:
+        p = _resolve(p)
     if p.start >= p.end:
         return
     if p.isolation == "read_committed":
