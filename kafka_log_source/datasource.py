@@ -30,7 +30,7 @@ from .tail import DataDirView
 from .offsets import (EARLIEST, LATEST, OffsetRange, TopicPartition, offsets_behind,
                       offsets_from_json, offsets_to_json, rate_limit, split_ranges)
 from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
-                      SourceOptions, parse_source_options)
+                      SourceOptions, check_at_load, parse_source_options)
 from .reader import DataLossError, DATA_LOSS_HINT, KafkaLogInputPartition, read_partition, spark_schema
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> StructType:
+        # Spark calls this at load(): bad subscriptions and paths fail there, as with format("kafka")
+        check_at_load(self.options)
         return spark_schema(_include_headers(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:

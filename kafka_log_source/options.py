@@ -115,10 +115,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     path = _path(opts)
     min_partitions = _positive(opts, "minPartitions")
     max_records = _positive(opts, "maxRecordsPerPartition")
-    max_per_trigger = _long(opts, "maxOffsetsPerTrigger")
-    min_per_trigger = _long(opts, "minOffsetsPerTrigger")
-    delay = _time_ms(opts.get("maxtriggerdelay"), "maxTriggerDelay")
+    max_per_trigger = min_per_trigger = None
+    delay = DEFAULT_MAX_TRIGGER_DELAY_MS
     if streaming:
+        max_per_trigger = _long(opts, "maxOffsetsPerTrigger")
+        min_per_trigger = _long(opts, "minOffsetsPerTrigger")
+        delay = _time_ms(opts.get("maxtriggerdelay"), "maxTriggerDelay")
         if max_per_trigger is not None and max_per_trigger <= 0:
             raise InvalidConfigError(f"maxOffsetsPerTrigger must be positive, got {max_per_trigger}")
         if min_per_trigger is not None and min_per_trigger <= 0:
@@ -129,10 +131,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                 f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
                 f"maxOffsetsPerTrigger({max_per_trigger}).")
     else:
+        # validateBatchOptions: logged and otherwise ignored, whatever the value
         for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
             if key.lower() in opts:
                 warnings.append(f"{key} option ignored in batch queries")
-        max_per_trigger = min_per_trigger = None
     starting = _limit(opts, "starting", default=Latest() if streaming else Earliest())
     ending = _limit(opts, "ending", default=Latest())
     if not streaming:
@@ -157,6 +159,18 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts, "includeHeaders", False),
         isolation_level=isolation.strip().lower(), max_bytes_per_fetch=max_bytes,
         warnings=tuple(warnings))
+
+
+def check_at_load(options: Mapping[str, str]) -> None:
+    """What ``load()`` can check before it knows whether the query is a stream or a batch
+    (Spark's provider checks at load): the subscription and the location. Skipped when an
+    ending option is present, because for a stream "ending offset not valid in streaming
+    queries" must come first, and only the reader knows which kind of query it is."""
+    opts = {k.lower(): v for k, v in options.items()}
+    if "endingoffsets" in opts or "endingoffsetsbytimestamp" in opts:
+        return
+    _strategy(opts)
+    _path(opts)
 
 
 def _strategy(opts: dict[str, str]) -> Strategy:
