@@ -219,14 +219,17 @@ class SinkCoordinator:
             log_.flush()
 
     def _create_topics(self, topics: set[str]) -> None:
-        """A topic seen for the first time gets all its ``numPartitions`` directories at once,
-        so every executor's partition count (the directories it sees) agrees."""
+        """A topic seen for the first time gets all its ``numPartitions`` directories, the
+        highest first: a topic's partition count is its highest directory + 1, so a kill half
+        way leaves the full count visible and a later commit fills in the missing ones."""
         from .writer import topic_partition_count
 
         for topic in sorted(topics):
-            if topic_partition_count(self.opts.path, topic, 0) == 0:
-                for p in range(self.opts.num_partitions):
-                    with self._open(self._dir((topic, p))):
+            count = topic_partition_count(self.opts.path, topic, 0) or self.opts.num_partitions
+            for p in reversed(range(count)):
+                path = self._dir((topic, p))
+                if not path.exists():
+                    with self._open(path):
                         pass
 
     def _dir(self, tp: tuple[str, int]) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,21 @@ def partition_info(path: Path, isolation: str) -> PartitionInfo:
         latest = log_.last_stable_offset if isolation == "read_committed" else log_.log_end_offset
         return PartitionInfo(log_.log_start_offset, latest,
                              tuple(s.base_offset for s in log_.segments))
+
+
+def current_log_start(path: Path) -> int:
+    """The log start offset now, without opening the log: the data directory's
+    log-start-offset checkpoint and the first segment file (``Log``'s own rule)."""
+    from storage_core.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+
+    tp = parse_topic_partition_dir(path.name)
+    try:
+        checkpoint = OffsetCheckpointFile(path.parent / LOG_START_OFFSET_CHECKPOINT).read().get(
+            (tp.topic, tp.partition), 0)
+    except (OSError, KafkaLogError):
+        checkpoint = 0
+    bases = [int(n[:20]) for n in os.listdir(path) if n.endswith(".log") and n[:20].isdigit()]
+    return max(checkpoint, min(bases, default=0))
 
 
 def segments_for(info: PartitionInfo, start: int, end: int) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ from storage_core.errors import KafkaLogError
 from storage_core.format import decode_run
 from storage_core.segment import LogSegment
 
-from .catalog import open_partition
+from .catalog import current_log_start, open_partition
 from .offsets import EARLIEST, LATEST
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,10 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
         yield from _committed_tables(p)
         return
     offset, path = p.start, Path(p.path)
-    if offset < p.earliest:
-        offset = _data_lost(p, offset, min(p.earliest, p.end), "the log starts after it")
+    # the log start now: a planned DataFrame may run again after retention or deleteRecords
+    earliest = max(p.earliest, current_log_start(path))
+    if offset < earliest:
+        offset = _data_lost(p, offset, min(earliest, p.end), "the log starts after it")
     config = LogConfig()
     for i, base in enumerate(p.segments):
         try:

@@ -1,0 +1,63 @@
+"""A whole streaming ETL job in its own process, for tests/spark/test_sink_exactly_once.py: its
+own local SparkSession (``local[2]``, no UI, Python workers on this interpreter) reads the
+``kafkalog`` topic ``in`` under SRC and writes it, unchanged, to the topic ``out`` (3 partitions)
+under OUT with the ``kafkalog`` sink, checkpointed in CHK, with ``Trigger.AvailableNow`` and a
+small ``maxOffsetsPerTrigger`` (many micro-batches). The test SIGKILLs the whole process session
+at a random moment and runs the job again on the same checkpoint.
+
+Prints ``ready <seconds since start>`` once the query is started (the JVM and the Python
+workers are up) and ``done <batches> <seconds since start>`` when the query ended by itself;
+exits 0 then, 1 if the query failed.
+
+    python sink_job.py SRC OUT CHK MAX_OFFSETS_PER_TRIGGER
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str]) -> int:
+    t0 = time.monotonic()
+    src, out, chk, max_offsets = argv[1], argv[2], argv[3], argv[4]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    sys.path.insert(0, str(REPO))
+    from pyspark.sql import SparkSession
+
+    import kafka_log_source
+
+    spark = (SparkSession.builder.master("local[2]").appName("kafkalog-sink-job")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             # a short-lived JVM: C1 only and the serial collector start it about twice as
+             # fast here (the job is killed and restarted dozens of times)
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    kafka_log_source.register(spark)
+    q = (spark.readStream.format("kafkalog").option("path", src).option("subscribe", "in")
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max_offsets)
+         .load().selectExpr("key", "value")
+         .writeStream.format("kafkalog").option("path", out).option("topic", "out")
+         .option("numPartitions", "3").option("checkpointLocation", chk)
+         .trigger(availableNow=True).start())
+    print(f"ready {time.monotonic() - t0:.3f}", flush=True)
+    try:
+        q.awaitTermination()
+    except Exception as e:          # StreamingQueryException: reported, exit status 1
+        print(f"failed {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return 1
+    print(f"done {len(q.recentProgress)} {time.monotonic() - t0:.3f}", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
