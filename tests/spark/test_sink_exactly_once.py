@@ -40,8 +40,9 @@ from its checkpoint until it completes; then
    here depending on the machine's load and a fixed delay would mostly hit the start-up:
 
    * ``cycle`` trials pick a micro-batch k >= 1 and kill at a uniformly random moment of one
-     batch period (the live interval between ``offsets/k-1`` and ``offsets/k``) after batch k
-     was planned: planning, encoding and staging on the executors, the driver's commit and
+     batch period (the live interval between ``offsets/k-1`` and ``offsets/k``, or the median
+     period seen so far when k-1 is the run's first batch, which also starts the Python
+     workers) after batch k was planned: planning, encoding and staging on the executors, the driver's commit and
      Spark's commit log are hit in proportion to their share of a batch;
    * ``commit`` trials pick a micro-batch k and kill at a uniformly random moment of one commit
      duration (measured from the job's previous commits, ``ongoing`` to ``complete`` in
@@ -599,9 +600,9 @@ def kill_run(job: Job, rng: random.Random, mode: str, first: int) -> dict:
         k = max(k, first + 1)               # planned anew by this run
         if not job.wait_until(lambda: k in job.offsets_seen):
             return {"mode": mode, "batch": k, "phase": "finished before the kill"}
-        if k - 1 in job.offsets_seen:
+        if k - 1 in job.offsets_seen and k - 1 > min(job.offsets_seen):
             period = job.offsets_seen[k] - job.offsets_seen[k - 1]
-        else:
+        else:       # the run's first batch also starts the Python workers: not a period
             period = statistics.median(BATCH_PERIODS)
         delay = u * period
     else:
@@ -644,6 +645,8 @@ def run_trial(source: Source, root: Path, trial: int) -> Trial:
     result = Trial(out, chk, [], [])
     for g in range(kills):
         first = len(spark_log(chk)[1])          # batches already committed by Spark
+        if first >= JOB_BATCHES:
+            break                               # a kill came too late: nothing left to do
         job = Job.start(source, out, chk, err)
         try:
             hit = kill_run(job, rng, "cycle" if (trial + g) % 2 == 0 else "commit", first)
@@ -658,7 +661,8 @@ def run_trial(source: Source, root: Path, trial: int) -> Trial:
         hit["txn"] = (lambda s: s and (s["batch_id"], s["state"]))(txn_state(chk))
         hit["run"] = g
         result.hits.append(hit)
-        result.runs.append(f"killed at {hit.get('at', '-')}s ({job.timings()})")
+        result.runs.append(f"killed at {hit['at']}s ({job.timings()})" if "at" in hit
+                           else f"not killed ({job.timings()})")
     job = Job.start(source, out, chk, err)
     try:
         job.finish()
