@@ -28,9 +28,10 @@ import random
 import shutil
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -132,10 +133,7 @@ class SinkCoordinator:
         self._write_state(TxnState(batch_id, "ongoing", partitions, producer))
         self._crash_point("ongoing")
         try:
-            for i, tp in enumerate(partitions):
-                if i:
-                    self._crash_point("between_partitions")
-                self._append(tp, by_partition[tp], producer)
+            self._append_all(partitions, by_partition, producer)
         except BaseException:
             self._finish(TxnState(batch_id, "ongoing", partitions, producer))
             raise
@@ -145,6 +143,27 @@ class SinkCoordinator:
         self._finish(TxnState(batch_id, "prepare_commit", partitions, producer))
         self._crash_point("complete")
         self.discard(runs)
+
+    def _append_all(self, partitions: list[tuple[str, int]],
+                    by_partition: dict[tuple[str, int], list[StagedRun]],
+                    producer: ProducerIdentity) -> None:
+        """Every partition's staged runs appended, partitions side by side (each is its own
+        log; decoding, CRCs, writes and fsyncs release the GIL, and the executors are idle
+        while the driver commits). The first failure is raised once all have stopped; the
+        caller aborts the transaction on every partition."""
+        workers = min(len(partitions), os.cpu_count() or 1, 8)
+        if workers <= 1 or self.opts.crash_at is not None:
+            # the crash tests need one partition appended and the next not yet begun
+            for i, tp in enumerate(partitions):
+                if i:
+                    self._crash_point("between_partitions")
+                self._append(tp, by_partition[tp], producer)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix="kafkalog-commit") as pool:
+            futures = [pool.submit(self._append, tp, by_partition[tp], producer)
+                       for tp in partitions]
+        for f in futures:
+            f.result()
 
     def _crash_point(self, where: str) -> None:
         """Fault injection for the crash tests (option ``kafkalog.test.crashAt``): die here as
@@ -208,11 +227,15 @@ class SinkCoordinator:
             seq = (increment_sequence(entry.last_seq, 1)
                    if entry is not None and entry.last_seq >= 0 else 0)
             for run in runs:
-                buf = bytearray(Path(run.path).read_bytes())
-                seq = number_sequences(buf, seq)
-                for chunk in _chunks(buf, log_.config.segment_bytes):
-                    log_.append_raw(chunk)
+                for chunk in _staged_chunks(Path(run.path), run.size,
+                                            min(STAGED_CHUNK, log_.config.segment_bytes)):
+                    seq = number_sequences(chunk, seq)
+                    log_.append_raw(chunk, owned=True)
             self._flush(log_)
+        for run in runs:
+            # appended and durable per the fsync policy: a retried commit re-runs the tasks,
+            # so the staged copy is of no further use (and unlinking frees page cache early)
+            Path(run.path).unlink(missing_ok=True)
 
     def _flush(self, log_: Log) -> None:
         if self.opts.fsync == "commit":
@@ -270,16 +293,45 @@ def number_sequences(buf: bytearray, first_sequence: int) -> int:
     return (first_sequence + total) % 2**31 if total else first_sequence
 
 
-def _chunks(buf: bytearray, limit: int):
-    """Whole batches of ``buf`` in appends of at most ``limit`` bytes (a log refuses a larger
-    single append)."""
-    if len(buf) <= limit:
-        yield buf
-        return
-    scan = scan_batches(buf)
-    start = 0
-    for p, s in zip(scan.position.tolist(), scan.size.tolist()):
-        if p + s - start > limit and p > start:
-            yield buf[start:p]
-            start = p
-    yield buf[start:]
+STAGED_CHUNK = 8 << 20
+
+
+def _staged_chunks(path: Path, size: int, chunk: int = STAGED_CHUNK) -> Iterator[bytearray]:
+    """The whole batches of a staged file, about ``chunk`` bytes at a time (a batch larger
+    than that on its own), each a fresh writable buffer the log may patch in place.
+
+    Appending a run in pieces of a few megabytes instead of as one buffer keeps every buffer
+    (the read, the validator's per-record arrays) small enough for the allocator to reuse:
+    fresh memory costs a page fault per 4 KiB, which at hundreds of megabytes a commit
+    costs more than the appends themselves."""
+    buf = bytearray(chunk)
+    have = done = 0
+    limit = chunk                       # bytes to hold before cutting: more for a big batch
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            with memoryview(buf) as mv:
+                n = f.readinto(mv[have:limit])
+            have += n
+            # CRCs checked before numbering rewrites them: a damaged staged file fails here
+            end = scan_batches(buf, 0, have, verify=True, source=str(path)).end if have else 0
+            if end:
+                yield buf[:end]
+                done += end
+                buf[:have - end] = buf[end:have]
+                have -= end
+                limit = chunk
+            elif n == 0:
+                if have or done != size:
+                    raise KafkaLogError(
+                        f"Staged file {path} ends with {have} bytes that are not a whole batch "
+                        f"after {done} of {size} bytes: staging was changed or truncated")
+                return
+            elif have >= 12:
+                # a batch larger than the chunk: read all of it, then cut as usual
+                need = int.from_bytes(buf[8:12], "big", signed=True) + 12
+                if need <= have:
+                    raise KafkaLogError(f"Staged file {path} holds a corrupt batch at "
+                                        f"position {done}")
+                if need > len(buf):
+                    buf.extend(bytes(need - len(buf)))
+                limit = need

@@ -556,7 +556,7 @@ class Log:
         return "none" if t in ("producer", "uncompressed") else t
 
     def append_raw(self, batches, *, assign_offsets: bool = True,
-                   leader_epoch: int | None = None) -> AppendInfo:
+                   leader_epoch: int | None = None, owned: bool = False) -> AppendInfo:
         """Append already-encoded v2 batches.
 
         With ``assign_offsets`` (a producer's append, Kafka's leader path) the log numbers them
@@ -568,10 +568,12 @@ class Log:
         validated first (CRC, records, ``max.message.bytes``, and for a producer's append its
         epoch and sequences: ``OutOfOrderSequenceError``, ``InvalidProducerEpochError``, ...):
         nothing is written unless all are valid. A producer's retry of one of its last five
-        batches writes nothing and returns the original batch's offsets."""
+        batches writes nothing and returns the original batch's offsets. ``owned``: ``batches``
+        is a ``bytearray`` the caller hands over (patched in place instead of copied; the
+        caller must not use it afterwards)."""
         origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         return self._append(batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
-                            origin=origin)
+                            origin=origin, owned=owned and isinstance(batches, bytearray))
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | str | int, coordinator_epoch: int,

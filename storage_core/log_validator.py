@@ -54,8 +54,8 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
     if client:
         # inner offset deltas must be 0..n-1 in every batch, and lastOffsetDelta n-1
         firsts = np.cumsum(counts) - counts
-        expected = np.arange(fields.shape[0]) - np.repeat(firsts, counts)
-        bad_rec = np.flatnonzero(fields[:, 1] != expected)
+        expected = np.arange(fields.shape[1]) - np.repeat(firsts, counts)
+        bad_rec = np.flatnonzero(fields[1] != expected)
         bad = np.flatnonzero(batches.column("last_offset_delta") != counts - 1)
         first_bad = min([int(np.searchsorted(firsts, bad_rec[0], "right")) - 1] if bad_rec.size
                         else [], default=n)
@@ -68,7 +68,7 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
     if timestamp_window is not None:
         _check_timestamps(batches, fields, timestamp_window, name)
     if require_keys:
-        nulls = np.flatnonzero((fields[:, 3] < 0) & ok)
+        nulls = np.flatnonzero((fields[3] < 0) & ok)
         if nulls.size:
             firsts = np.cumsum(counts) - counts
             b = int(np.searchsorted(firsts, nulls[0], "right")) - 1
@@ -83,7 +83,7 @@ def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[in
     """``LogValidator.validateTimestamp`` for CreateTime: every record's timestamp (records
     without one, -1, pass) within the window, bounds included."""
     counts = batches.records_count
-    ts = np.repeat(batches.column("base_timestamp"), counts) + fields[:, 0]
+    ts = np.repeat(batches.column("base_timestamp"), counts) + fields[0]
     lo, hi = window
     bad = np.flatnonzero((ts != -1) & ((ts < lo) | (ts > hi)))
     if bad.size:
@@ -98,7 +98,7 @@ def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[in
 
 
 def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every record's fields (``parse_records``' seven columns), the batches in order, and a
+    """Every record's fields (``parse_records``' seven rows), the batches in order, and a
     mask of the records that belong to data batches (control records have no keys to check).
     Raises the codec's error for the first record that does not decode."""
     counts = batches.records_count

@@ -56,22 +56,45 @@ def gather_spans(arr, starts, lengths, offsets, out):
 
 
 @_njit
+def span_offsets(lengths, offsets, limit):
+    """Arrow offsets of a binary column whose values have ``lengths`` (negative = null):
+    ``offsets`` (n + 1 entries, int32 or int64) filled, returns ``(total bytes, nulls)``; one
+    pass instead of numpy's maximum, cumsum, cast and count. An int32 ``offsets`` is left
+    incomplete when the total passes ``limit`` (the caller retries with int64)."""
+    total = 0
+    nulls = 0
+    offsets[0] = 0
+    for i in range(lengths.shape[0]):
+        n = lengths[i]
+        if n < 0:
+            nulls += 1
+        else:
+            total += n
+            if total > limit:
+                return total, nulls
+        offsets[i + 1] = total
+    return total, nulls
+
+
+@_njit
 def _varint(arr, pos, end, max_bytes):
     """Zig-zag varint (max_bytes 5) or varlong (10) at pos, not reading at or past end.
     Returns (value, next position), next position -1 when invalid."""
-    u = np.uint64(0)
-    shift = np.uint64(0)
-    for i in range(max_bytes):
-        p = pos + i
-        if p >= end:
-            return np.int64(0), np.int64(-1)
-        b = arr[p]
-        u |= np.uint64(b & 0x7F) << shift
+    # int64 throughout (numba's uint64/int64 mixing costs a conversion per byte); the shift
+    # past bit 63 of a tenth byte wraps as Java's does, and the zig-zag shift is logical
+    v = np.int64(0)
+    shift = np.int64(0)
+    p = pos
+    stop = min(end, pos + max_bytes)
+    while p < stop:
+        b = np.int64(arr[p])
+        p += 1
+        v |= (b & 0x7F) << shift
         if b < 0x80:
             if max_bytes == 5:
-                u &= np.uint64(0xFFFFFFFF)
-            return np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1)), np.int64(p + 1)
-        shift += np.uint64(7)
+                v &= 0xFFFFFFFF
+            return ((v >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(v & 1), p
+        shift += 7
     return np.int64(0), np.int64(-1)
 
 
@@ -92,8 +115,8 @@ def _blob(arr, pos, end):
 
 @_njit
 def parse_records(arr, lo, hi, counts, out):
-    """Walk every record of every batch. ``out`` is ``(sum(counts), 7)`` int64 and receives per
-    record: timestamp delta, offset delta, key start, key length, value start, value length,
+    """Walk every record of every batch. ``out`` is ``(7, sum(counts))`` int64 (one contiguous
+    row per field, so each column is a plain array) and receives per record: timestamp delta, offset delta, key start, key length, value start, value length,
     header count (a negative length is null, as in ``DefaultRecord.readFrom``). Returns ``(records done, batch, reason code)``."""
     r = 0
     for b in range(lo.shape[0]):
@@ -131,13 +154,13 @@ def parse_records(arr, lo, hi, counts, out):
                     return r, b, BAD_HEADERS
             if p != rend:
                 return r, b, SIZE_MISMATCH
-            out[r, 0] = tsd
-            out[r, 1] = od
-            out[r, 2] = ks
-            out[r, 3] = kl
-            out[r, 4] = vs
-            out[r, 5] = vl
-            out[r, 6] = hc
+            out[0, r] = tsd
+            out[1, r] = od
+            out[2, r] = ks
+            out[3, r] = kl
+            out[4, r] = vs
+            out[5, r] = vl
+            out[6, r] = hc
             r += 1
             pos = rend
         if pos != end:
@@ -148,7 +171,7 @@ def parse_records(arr, lo, hi, counts, out):
 @_njit
 def parse_headers(arr, vstart, vlen, hcount, out):
     """Header boundaries of records already validated by ``parse_records``: ``out`` is
-    ``(sum(hcount), 4)`` int64 of key start, key length, value start, value length."""
+    ``(4, sum(hcount))`` int64 of key start, key length, value start, value length."""
     h = 0
     for r in range(vstart.shape[0]):
         n = hcount[r]
@@ -158,12 +181,12 @@ def parse_headers(arr, vstart, vlen, hcount, out):
         _, p = _varint(arr, p, arr.shape[0], 5)     # the header count itself
         for _ in range(n):
             kl, p = _varint(arr, p, arr.shape[0], 5)
-            out[h, 0] = p
-            out[h, 1] = kl
+            out[0, h] = p
+            out[1, h] = kl
             p += kl
             vl, p = _varint(arr, p, arr.shape[0], 5)
-            out[h, 2] = p
-            out[h, 3] = vl
+            out[2, h] = p
+            out[3, h] = vl
             p += max(vl, 0)
             h += 1
     return h

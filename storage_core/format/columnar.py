@@ -207,9 +207,7 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     n = int(counts.sum())
     fields = record_fields(data, scan, lo, hi, source)
     arr = np.frombuffer(data, np.uint8)
-    ts_delta, off_delta = fields[:, 0], fields[:, 1]
-    kstart, klen, vstart, vlen, hcount = (fields[:, 2], fields[:, 3], fields[:, 4], fields[:, 5],
-                                          fields[:, 6])
+    ts_delta, off_delta, kstart, klen, vstart, vlen, hcount = fields
     attrs = scan.column("attributes")
     if len(scan) == 1:           # a lookup's one batch: scalars broadcast, nothing to repeat
         def per_record(column: np.ndarray) -> np.ndarray:
@@ -242,12 +240,12 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
 
 def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> np.ndarray:
-    """Every record's fields (``_kernels.parse_records``' seven columns) of the batches in
-    ``scan``, whose records lie at ``data[lo[i]:hi[i]]``; the codec's error for the first record
+    """Every record's fields (``_kernels.parse_records``' seven rows: ``fields[k]`` is field k
+    of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``; the codec's error for the first record
     that does not decode."""
     counts = scan.records_count
     arr = np.frombuffer(data, np.uint8)
-    fields = np.empty((int(counts.sum()), 7), np.int64)
+    fields = np.empty((7, int(counts.sum())), np.int64)
     done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
     if code != _kernels.OK:
         del arr             # the error's traceback must not keep buf exported
@@ -287,19 +285,17 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
     """A binary column of the byte ranges ``(starts[i], lengths[i])`` of ``arr`` (a negative
     length is null), copied once by the compiled kernel into an Arrow-allocated buffer."""
     n = starts.shape[0]
-    sizes = np.maximum(lengths, 0)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    total = int(offsets[-1])
+    offsets = np.empty(n + 1, np.int32)
+    total, null_count = _kernels.span_offsets(lengths, offsets, 2**31 - 1)
     big = total > 2**31 - 1
-    if not big:
-        offsets = offsets.astype(np.int32)
+    if big:
+        offsets = np.empty(n + 1, np.int64)
+        total, null_count = _kernels.span_offsets(lengths, offsets, 2**63 - 1)
     data = pa.allocate_buffer(total)
     if total:
         _kernels.gather_spans(arr, starts, lengths, offsets, np.frombuffer(data, np.uint8))
-    nulls = lengths < 0
-    null_count = int(nulls.sum())
-    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
+    validity = (pa.py_buffer(np.packbits(lengths >= 0, bitorder="little")) if null_count
+                else None)
     return pa.Array.from_buffers(pa.large_binary() if big else pa.binary(), n,
                                  [validity, pa.py_buffer(offsets), data], null_count=null_count)
 
@@ -311,9 +307,9 @@ def _headers_column(arr, vstart, vlen, hcount) -> pa.Array:
     total = int(offsets[-1])
     if total == 0:
         return pa.ListArray.from_arrays(_fixed(offsets, pa.int32()), _NO_HEADERS)
-    spans = np.empty((total, 4), np.int64)
+    spans = np.empty((4, total), np.int64)
     _kernels.parse_headers(arr, vstart, vlen, hcount, spans)
-    hk, hv = _gather(arr, spans[:, 0], spans[:, 1]), _gather(arr, spans[:, 2], spans[:, 3])
+    hk, hv = _gather(arr, spans[0], spans[1]), _gather(arr, spans[2], spans[3])
     try:
         hk = hk.cast(pa.string())
     except pa.ArrowInvalid:
