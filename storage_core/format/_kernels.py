@@ -114,10 +114,23 @@ def _blob(arr, pos, end):
 
 
 @_njit
-def parse_records(arr, lo, hi, counts, out):
+def parse_records(arr, lo, hi, counts, out, kdata, vdata, offs):
     """Walk every record of every batch. ``out`` is ``(7, sum(counts))`` int64 (one contiguous
-    row per field, so each column is a plain array) and receives per record: timestamp delta, offset delta, key start, key length, value start, value length,
-    header count (a negative length is null, as in ``DefaultRecord.readFrom``). Returns ``(records done, batch, reason code)``."""
+    row per field, so each column is a plain array) and receives per record: timestamp delta,
+    offset delta, key start, key length, value start, value length, header count (a negative
+    length is null, as in ``DefaultRecord.readFrom``). Returns ``(records done, batch, reason
+    code)``.
+
+    With ``offs`` of shape ``(2, sum(counts) + 1)`` (a gather; an empty array skips it) every
+    key and value is also copied while its bytes are at hand, keys to ``kdata`` and values to
+    ``vdata`` end to end, their Arrow offsets in ``offs[0]`` / ``offs[1]`` (each buffer must
+    hold the records' bytes: a record's key or value never exceeds it)."""
+    gather = offs.shape[1] > 0
+    if gather:
+        offs[0, 0] = 0
+        offs[1, 0] = 0
+    kat = 0
+    vat = 0
     r = 0
     for b in range(lo.shape[0]):
         pos = lo[b]
@@ -161,6 +174,15 @@ def parse_records(arr, lo, hi, counts, out):
             out[4, r] = vs
             out[5, r] = vl
             out[6, r] = hc
+            if gather:
+                if kl > 0:
+                    _copy(kdata, kat, arr, ks, kl)
+                    kat += kl
+                if vl > 0:
+                    _copy(vdata, vat, arr, vs, vl)
+                    vat += vl
+                offs[0, r + 1] = kat
+                offs[1, r + 1] = vat
             r += 1
             pos = rend
         if pos != end:

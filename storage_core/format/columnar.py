@@ -205,7 +205,7 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> pa.Table:
     counts = scan.records_count
     n = int(counts.sum())
-    fields = record_fields(data, scan, lo, hi, source)
+    fields, keys, values = record_fields(data, scan, lo, hi, source, gather=True)
     arr = np.frombuffer(data, np.uint8)
     ts_delta, off_delta, kstart, klen, vstart, vlen, hcount = fields
     attrs = scan.column("attributes")
@@ -224,7 +224,6 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     else:
         timestamps = per_record(scan.column("base_timestamp")) + ts_delta
     offsets = per_record(scan.base_offset) + off_delta
-    keys, values = _gather(arr, kstart, klen), _gather(arr, vstart, vlen)
     return pa.Table.from_arrays([
         _fixed(offsets, pa.int64()),
         _fixed(timestamps, TIMESTAMP_TYPE),
@@ -239,20 +238,47 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
 
 
 def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
-                  source: str | None) -> np.ndarray:
+                  source: str | None, *, gather: bool = False):
     """Every record's fields (``_kernels.parse_records``' seven rows: ``fields[k]`` is field k
-    of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``; the codec's error for the first record
-    that does not decode."""
+    of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``;
+    the codec's error for the first record that does not decode. With ``gather``, also the
+    key and value columns, copied by the same walk: ``(fields, keys, values)``."""
     counts = scan.records_count
+    n = int(counts.sum())
     arr = np.frombuffer(data, np.uint8)
-    fields = np.empty((7, int(counts.sum())), np.int64)
-    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields)
+    fields = np.empty((7, n), np.int64)
+    if gather:
+        room = int((hi - lo).sum())            # a record's key or value lies within its bytes
+        big = room > 2**31 - 1
+        offs = np.empty((2, n + 1), np.int64 if big else np.int32)
+        kbuf, vbuf = pa.allocate_buffer(room), pa.allocate_buffer(room)
+        kdata, vdata = np.frombuffer(kbuf, np.uint8), np.frombuffer(vbuf, np.uint8)
+    else:
+        offs = np.empty((2, 0), np.int32)
+        kdata = vdata = np.empty(0, np.uint8)
+    done, b, code = _kernels.parse_records(arr, lo, hi, counts, fields, kdata, vdata, offs)
     if code != _kernels.OK:
-        del arr             # the error's traceback must not keep buf exported
+        del arr, kdata, vdata   # the error's traceback must not keep buf exported
         infos = [scan.info(i) for i in range(len(scan))]
         _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
                      list(zip(lo.tolist(), hi.tolist())), source)
-    return fields
+    if not gather:
+        return fields
+    type_ = pa.large_binary() if big else pa.binary()
+    return (fields, _binary(type_, fields[3], offs[0], kbuf),
+            _binary(type_, fields[5], offs[1], vbuf))
+
+
+def _binary(type_: pa.DataType, lengths: np.ndarray, offsets: np.ndarray,
+            data: pa.Buffer) -> pa.Array:
+    """A binary column over gathered ``data`` (its used part), null where ``lengths < 0``."""
+    n = lengths.shape[0]
+    nulls = lengths < 0
+    null_count = int(np.count_nonzero(nulls))
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
+    return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(offsets),
+                                            data.slice(0, int(offsets[-1]))],
+                                 null_count=null_count)
 
 
 def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
