@@ -2,6 +2,8 @@
 the storage engine's segment writer, exactly once per streaming micro-batch (a Kafka transaction
 per batch, see ``commit``). Handed out by ``kafka_log_source.KafkaLogDataSource``."""
 
+from storage_core import __version__
+
 from .sink import KafkaLogBatchWriter, KafkaLogStreamWriter, batch_writer, stream_writer
 
-__all__ = ["KafkaLogBatchWriter", "KafkaLogStreamWriter", "batch_writer", "stream_writer"]
+__all__ = ["KafkaLogBatchWriter", "KafkaLogStreamWriter", "__version__", "batch_writer", "stream_writer"]

@@ -9,9 +9,11 @@ directories on disk instead of a broker.
 
 from __future__ import annotations
 
+from storage_core import __version__
+
 from .datasource import KafkaLogDataSource
 
-__all__ = ["KafkaLogDataSource", "register"]
+__all__ = ["KafkaLogDataSource", "__version__", "register"]
 
 
 def register(spark) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Sequence
 

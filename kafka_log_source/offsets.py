@@ -278,7 +278,8 @@ def split_ranges(ranges: list[OffsetRange], *, min_partitions: int | None = None
     getOffsetRangesFromUnresolvedOffsets`` instead (Spark's batch planning, with late binding):
     when no splitting is called for (``min_partitions`` not above the number of ranges and no
     range ``size`` above ``max_records_per_partition``, sizes taken on the offsets ``bounds``
-    gives, where Spark takes the raw sentinels) the ranges come back unchanged, empty ones included. Otherwise the sentinels are
+    gives, where Spark takes the raw sentinels) the ranges come back unchanged, empty ones
+    included. Otherwise the sentinels are
     resolved with ``bounds`` (``{tp: (earliest, latest)}``), the resolved ranges split as above,
     and per partition a single piece is given back as the original unresolved range, while the
     first of several pieces keeps the original start and the last the original end (e.g. [-2, 1),

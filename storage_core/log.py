@@ -35,7 +35,7 @@ from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError,
                      RecordTooLargeError)
 from .format import decode_run, empty_table, encode_batches
 from .format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
-from .format.log_input_stream import (BatchArrays, LogInputStream, default_max_decompressed,
+from .format.log_input_stream import (BatchArrays, default_max_decompressed,
                                       scan_batches)
 from .format.record_batch import LOG_APPEND_TIME, set_max_timestamp
 from .log_validator import validate_batches

@@ -135,7 +135,7 @@ def parse_records(arr, lo, hi, counts, out, kdata, vdata, offs):
     for b in range(lo.shape[0]):
         pos = lo[b]
         end = hi[b]
-        for i in range(counts[b]):
+        for _i in range(counts[b]):
             if pos >= end:
                 return r, b, PREMATURE_EOF
             length, p = _varint(arr, pos, end, 5)

@@ -28,9 +28,9 @@ from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FL
                            CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
                            TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
                            NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
-                           RECORD_BATCH_OVERHEAD, BatchHeader, compute_attributes, crc32c,
+                           RECORD_BATCH_OVERHEAD, compute_attributes, crc32c,
                            decode_record, increment_sequence)
-from .varint import varint_sizes, write_varints, zigzag_array
+from .varint import varint_sizes, zigzag_array
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")

@@ -100,7 +100,8 @@ def parse_entry(buf, pos: int, *, verify_crc: bool = True, end: int | None = Non
     key, p = blob(p, "key")
     value, p = blob(p, "value")
     if p != stop:
-        raise CorruptRecordError(f"legacy message has {stop - p} unexpected trailing bytes", position=pos, offset=offset)
+        raise CorruptRecordError(f"legacy message has {stop - p} unexpected trailing bytes",
+                                 position=pos, offset=offset)
     return LegacyEntry(offset, pos, size, crc, magic, attrs, timestamp, key, value)
 
 

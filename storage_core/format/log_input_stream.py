@@ -205,7 +205,7 @@ def scan_batches(buf, start: int = 0, end: int | None = None, *, verify: bool = 
     if verify and n:
         mv = memoryview(buf).cast("B")
         try:
-            for i, (p, s, c, cnt) in enumerate(zip(fields[:, 0].tolist(), fields[:, 1].tolist(),
+            for _i, (p, s, c, cnt) in enumerate(zip(fields[:, 0].tolist(), fields[:, 1].tolist(),
                                                    fields[:, 5].tolist(), fields[:, 13].tolist())):
                 if cnt < 0 or crc32c(mv[p + ATTRIBUTES_OFFSET:p + s]) != c:
                     try:

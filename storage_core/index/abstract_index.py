@@ -423,19 +423,19 @@ class AbstractIndex:
                 f"entries={self._entries}, max_entries={self.max_entries}, {state})")
 
 
-I = TypeVar("I", bound=AbstractIndex)
+IndexT = TypeVar("IndexT", bound=AbstractIndex)
 
 
-class LazyIndex(Generic[I]):
+class LazyIndex(Generic[IndexT]):
     """Defers opening (mapping) an index until ``get()`` (Kafka's ``LazyIndex``): a broker with
     thousands of segments opens only the indexes it reads. Before loading, ``rename_to``,
     ``update_parent_dir``, ``delete_if_exists`` and ``close`` act on the path alone; after, they
     delegate to the index. Thread safe."""
 
-    def __init__(self, path: str | os.PathLike[str], loader: Callable[[Path], I]) -> None:
+    def __init__(self, path: str | os.PathLike[str], loader: Callable[[Path], IndexT]) -> None:
         self._path = Path(path)
         self._loader = loader
-        self._index: I | None = None
+        self._index: IndexT | None = None
         self._lock = threading.Lock()
 
     @staticmethod
@@ -461,7 +461,7 @@ class LazyIndex(Generic[I]):
     def is_loaded(self) -> bool:
         return self._index is not None
 
-    def get(self) -> I:
+    def get(self) -> IndexT:
         """The index, opened on the first call (OSError, e.g. a missing directory, surfaces here)."""
         index = self._index
         if index is not None:

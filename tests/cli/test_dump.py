@@ -87,7 +87,7 @@ def kafkalog_all(*runs: tuple) -> list[subprocess.CompletedProcess]:
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for args in runs]
     done = []
-    for args, proc in zip(runs, procs):
+    for _args, proc in zip(runs, procs):
         out, err = proc.communicate(timeout=120)
         done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     return done
@@ -737,7 +737,7 @@ def test_verify_names_the_file_and_position_of_each_corruption(tmp_path: Path) -
     corrupt = [line.split(" CORRUPT ", 1)[1] for line in out.stdout.splitlines() if " CORRUPT " in line]
     expected = [
         # the corruption itself, then what it breaks further on (a time-index entry of that batch)
-        (f"Record is corrupt (stored crc = ", f"({log0}, position {infos[2].position}, offset 2)"),
+        ("Record is corrupt (stored crc = ", f"({log0}, position {infos[2].position}, offset 2)"),
         (f"{p0 / f'{SEG}.timeindex'}: position 12 (entry 1): the batch of offset 2 cannot be read",
          f"(position {infos[2].position}, offset 2)"),
         (f"{snap}: position 2 (crc): Snapshot is corrupt (CRC is no longer valid). Stored crc: ", ""),

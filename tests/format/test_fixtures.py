@@ -836,12 +836,12 @@ def test_time_index_entries_match_the_log(base, rel):
     assert (to >= base).all() and (to <= offs[-1]).all()
     running_max = np.maximum.accumulate(ts)
     batch_max = {i.last_offset: i.max_timestamp for i in shallow(rel)}
-    for T, O in zip(tt.tolist(), to.tolist()):
-        k = int(np.searchsorted(offs, O))
-        assert offs[k] == O, f"{rel}: time index offset {O} is not in the log"
-        assert running_max[k] == T, \
-            f"{rel}: ({T}, {O}) but the max timestamp up to {O} is {running_max[k]}"
-        assert ts[k] == T or batch_max.get(O) == T
+    for t_ms, off in zip(tt.tolist(), to.tolist()):
+        k = int(np.searchsorted(offs, off))
+        assert offs[k] == off, f"{rel}: time index offset {off} is not in the log"
+        assert running_max[k] == t_ms, \
+            f"{rel}: ({t_ms}, {off}) but the max timestamp up to {off} is {running_max[k]}"
+        assert ts[k] == t_ms or batch_max.get(off) == t_ms
     assert tt[-1] == ts.max()
 
 
@@ -867,7 +867,7 @@ def test_consumer_segments_with_empty_index_have_a_single_batch():
     """Most ts-consumer .index files are 0 bytes: one batch per segment is one append, and the
     first append into a segment is never indexed (§11.1)."""
     empty = 0
-    for base, rel in INDEXED:
+    for _base, rel in INDEXED:
         if not rel.startswith(CONSUMER_DIR):
             continue
         idx = _read_index((FIXTURES / rel).with_suffix(".index"))

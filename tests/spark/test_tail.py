@@ -70,7 +70,7 @@ def test_view_follows_every_change(tmp_path: Path, isolation: str) -> None:
     assert_agrees(view, root, isolation)
     big = LogConfig(segment_bytes=64 << 20)
     with Log.open(root / "t-0", big) as log:                    # a segment larger than one scan
-        for i in range(12):
+        for _ in range(12):
             log.append(pa.table({"value": [b"x" * 1000] * 1000}))
         log.roll()
         log.append(rows(1))

@@ -141,7 +141,7 @@ def _warm_up() -> None:
     """Compile the numba kernels and load every codec before forking."""
     with tempfile.TemporaryDirectory() as d:
         with Log.open(Path(d) / "warm-0", LogConfig(fsync="always", segment_bytes=4096)) as log:
-            for i, codec in enumerate(CODECS):
+            for _i, codec in enumerate(CODECS):
                 log.append(records_table(log.log_end_offset, 3), compression=codec)
                 log.append_raw(encode_batches(records_table(0, 4), compression=codec,
                                               max_batch_bytes=300))

@@ -287,7 +287,7 @@ def check_open(orig: Original, root: Path, kind: str, path: Path, changed) -> st
             expect = bytearray(orig.data[at:at + len(raw)])
             got = bytearray(raw)
             pos, ends = 0, set()
-            for seg, p, size, base, last in orig.batches[i:]:
+            for _seg, _p, size, _base, last in orig.batches[i:]:
                 if pos >= len(raw):
                     break
                 got[pos + 12:pos + 16] = expect[pos + 12:pos + 16]      # leader epoch

@@ -45,7 +45,6 @@ import pyarrow as pa
 import pytest
 
 from storage_core.config import LogConfig
-from storage_core.errors import KafkaLogError
 from storage_core.format import encode_batches
 from storage_core.log import Log
 

@@ -3,7 +3,6 @@ the writer lock, and broker-written directories from ../shared/fixtures."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 from storage_core.config import LogConfig
 from storage_core.errors import (InvalidConfigError, InvalidOffsetError, InvalidTopicError,
-                                 LogLockedError, OffsetOutOfRangeError, RecordTooLargeError)
+                                 OffsetOutOfRangeError, RecordTooLargeError)
 from storage_core.format import decode_batches, encode_batches
 from storage_core.log import Log
 

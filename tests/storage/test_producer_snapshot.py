@@ -11,7 +11,8 @@ about the snapshot file itself).
 * empty, truncated and garbage snapshot files are refused with CorruptSnapshotException (what the
   manager then deletes) [ProducerStateManagerTest.testLoadFromEmptySnapshotFile / testLoadFromTruncatedSnapshotFile /
   testLoadFromCorruptSnapshotFile]
-* a snapshot renamed ``.deleted`` is no longer a snapshot [ProducerStateManagerTest.testRemoveAndMarkSnapshotForDeletion]
+* a snapshot renamed ``.deleted`` is no longer a snapshot
+  [ProducerStateManagerTest.testRemoveAndMarkSnapshotForDeletion]
 * real broker directories keep snapshots only at segment bases plus the largest one at the log
   end [ProducerStateManagerTest.testRemoveStraySnapshotsKeepCleanShutdownSnapshot, as an invariant of real data]
 """
