@@ -3,7 +3,7 @@
 1. A streaming query turns a generated event stream into the Kafka topic ``orders`` (3
    partitions, keyed by user, zstd), exactly once per micro-batch.
 2. A second streaming query reads ``orders`` back, as Spark's Kafka source would, and counts
-   orders and revenue per 5-second window of event time.
+   orders and revenue per 5-second window of record time (when each order was written).
 3. A time-travel batch query reads one window straight through Kafka's time index.
 4. ``kafkalog describe`` shows the directory a Kafka broker could serve as it is.
 
@@ -49,16 +49,20 @@ def main() -> int:
     kafka_log_source.register(spark)                # one line: format("kafkalog") exists
 
     step(f"1. Streaming {RUN_SECONDS} s of generated orders into topic 'orders' (3 partitions, zstd)")
-    # one generating task: each partition's records then arrive in event-time order, so a
-    # time-index lookup bounds a window exactly (Kafka's timestamp offsets are log positions)
+    # No timestamp column: each record gets its Kafka timestamp when it is written (CreateTime,
+    # as a producer sets it), and the commit marker closing each micro-batch is stamped later
+    # still, so every partition's timestamps rise with its offsets and a time-index lookup
+    # bounds a window exactly. (Event times from the data would not: a batch's marker is
+    # stamped at commit, after the next batch's first events happened.) The event time stays
+    # in the value.
     events = (spark.readStream.format("rate").option("rowsPerSecond", 2000)
               .option("numPartitions", 1).load()
               .select(F.format_string("user-%d", F.col("value") % 500).alias("key"),
                       F.to_json(F.struct(F.col("value").alias("order"),
                                          (F.col("value") % 500).alias("user"),
-                                         ((F.col("value") * 7919) % 10_000).alias("amount_cents")))
-                      .alias("value"),
-                      F.col("timestamp")))
+                                         ((F.col("value") * 7919) % 10_000).alias("amount_cents"),
+                                         F.col("timestamp").alias("event_time")))
+                      .alias("value")))
     writer = (events.writeStream.format("kafkalog")
               .option("path", str(topics)).option("topic", "orders")
               .option("numPartitions", "3").option("compression", "zstd")
