@@ -67,6 +67,18 @@ class LogConfig:
         policies = {p.strip() for p in self.cleanup_policy.split(",") if p.strip()}
         need(bool(policies) and policies <= {"delete", "compact"}, "cleanup.policy",
              self.cleanup_policy, "must be a list of delete and compact")
+        need(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", self.min_compaction_lag_ms,
+             "must be >= 0")
+        need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms,
+             "must be at least 1")
+        # LogConfig.validateValues
+        need(self.min_compaction_lag_ms <= self.max_compaction_lag_ms, "min.compaction.lag.ms",
+             self.min_compaction_lag_ms,
+             f"conflict: must not be greater than max.compaction.lag.ms {self.max_compaction_lag_ms}")
+        need(self.delete_retention_ms >= 0, "delete.retention.ms", self.delete_retention_ms,
+             "must be >= 0")
+        need(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms,
+             "must be >= 0")
         need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio",
              self.min_cleanable_dirty_ratio, "must be between 0 and 1")
         need(self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
@@ -138,3 +150,44 @@ def _convert(key: str, raw: Any, kind: type) -> Any:
     except ValueError:
         raise InvalidConfigError(f"Invalid value {raw!r} for configuration {key}: "
                                  f"expected {kind.__name__}") from None
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """The broker-wide log cleaner settings (Kafka's ``CleanerConfig``, ``log.cleaner.*``).
+
+    ``dedupe_buffer_size`` bounds the offset maps of all cleaner threads together (24 bytes a
+    key), as ``log.cleaner.dedupe.buffer.size`` does in Kafka."""
+
+    num_threads: int = 1
+    dedupe_buffer_size: int = 134217728
+    dedupe_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 524288
+    max_message_size: int = 1048588
+    max_io_bytes_per_second: float = float("inf")
+    backoff_ms: int = 15000
+    enable_cleaner: bool = True
+
+    def __post_init__(self) -> None:
+        if self.num_threads < 1:
+            raise InvalidConfigError(f"Invalid value {self.num_threads} for configuration "
+                                     f"log.cleaner.threads: must be at least 1")
+        # KafkaConfig: the dedupe buffer must exceed 1 MiB per cleaner thread
+        if self.dedupe_buffer_size / self.num_threads <= 1024 * 1024:
+            raise InvalidConfigError(
+                f"Invalid value {self.dedupe_buffer_size} for configuration "
+                f"log.cleaner.dedupe.buffer.size: log.cleaner.dedupe.buffer.size must be greater "
+                f"than 1MB per cleaner thread")
+        if not 0 < self.dedupe_buffer_load_factor <= 1:
+            raise InvalidConfigError(f"Invalid value {self.dedupe_buffer_load_factor} for "
+                                     f"configuration log.cleaner.io.buffer.load.factor: must be in (0, 1]")
+        if self.io_buffer_size < 1:
+            raise InvalidConfigError(f"Invalid value {self.io_buffer_size} for configuration "
+                                     f"log.cleaner.io.buffer.size: must be positive")
+        if self.backoff_ms < 0:
+            raise InvalidConfigError(f"Invalid value {self.backoff_ms} for configuration "
+                                     f"log.cleaner.backoff.ms: must be >= 0")
+
+    @property
+    def map_memory_per_thread(self) -> int:
+        return self.dedupe_buffer_size // self.num_threads

@@ -94,3 +94,17 @@ class InvalidTopicError(KafkaLogError, ValueError):
 
 class LogLockedError(KafkaLogError):
     """Another process holds the partition's writer lock."""
+
+
+class LogCleaningAbortedError(KafkaLogError):
+    """A clean of a partition was aborted (``LogCleaningAbortedException``): the partition was
+    paused, truncated or deleted, or a segment had to be split first. Nothing was swapped in."""
+
+
+class LogCleaningError(KafkaLogError):
+    """Cleaning a partition failed (``LogCleaningException``); ``log`` names the partition, which
+    is marked uncleanable while the others go on."""
+
+    def __init__(self, message: str, *, log: object | None = None) -> None:
+        self.log = log
+        super().__init__(message)
