@@ -39,6 +39,7 @@ from .format.log_input_stream import (BatchArrays, default_max_decompressed,
                                       scan_batches)
 from .format.record_batch import LOG_APPEND_TIME, set_max_timestamp
 from .log_validator import validate_batches
+from .metrics import LogMetrics
 from .index import AbortedTxn
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
@@ -120,7 +121,7 @@ class Log:
     """One partition directory. Open with ``Log.open``; close (or use ``with``) when done."""
 
     def __init__(self, directory: Path, config: LogConfig, *, read_only: bool = False,
-                 clock: Clock = _wall_ms) -> None:
+                 clock: Clock = _wall_ms, had_clean_shutdown: bool = False) -> None:
         self.dir = Path(directory)
         self.topic, self.partition = parse_topic_partition_dir(self.dir.name)
         validate_topic_name(self.topic)
@@ -139,6 +140,11 @@ class Log:
         self._last_flush_ms = clock()
         self._closed = False
         self._force_full_recovery = False
+        self._had_clean_shutdown = had_clean_shutdown
+        # segments renamed .deleted, physically removed once file.delete.delay.ms has passed
+        # (LocalLog.deleteSegmentFiles' scheduled "delete-file"): (due ms, segment or file)
+        self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
+        self.metrics = LogMetrics()
         self._unsynced_snapshots: list[Path] = []
         self._producer_state_pending = False     # a reader loads it on first use
         self._producer_state = ProducerStateManager(
@@ -157,10 +163,16 @@ class Log:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: LogConfig | None = None, *,
-             read_only: bool = False, create: bool = True, clock: Clock = _wall_ms) -> "Log":
+             read_only: bool = False, create: bool = True, clock: Clock = _wall_ms,
+             had_clean_shutdown: bool = False) -> "Log":
         """Open (creating it if needed) the partition directory ``path`` and load it: temporary
         files of an interrupted clean or delete are resolved, missing indexes rebuilt, and
-        everything after the recovery point is validated; an invalid tail is truncated."""
+        everything after the recovery point is validated; an invalid tail is truncated.
+
+        ``had_clean_shutdown``: the data directory's ``.kafka_cleanshutdown`` marker was present
+        (the LogManager knows): the recovery point is taken to be the log end offset, as Kafka's
+        LogLoader does. A segment whose indexes still have their preallocated length (a writer
+        that never closed it) is recovered all the same: the marker cannot vouch for it."""
         path = Path(path)
         parse_topic_partition_dir(path.name)           # refuse a bad name before making anything
         validate_topic_name(parse_topic_partition_dir(path.name)[0])
@@ -170,7 +182,8 @@ class Log:
             path.mkdir(parents=True)
         elif not path.is_dir():
             raise KafkaLogError(f"{path} is not a directory")
-        log_ = cls(path, config or LogConfig(), read_only=read_only, clock=clock)
+        log_ = cls(path, config or LogConfig(), read_only=read_only, clock=clock,
+                   had_clean_shutdown=had_clean_shutdown)
         try:
             if not read_only:
                 log_._acquire_writer_lock()
@@ -238,6 +251,8 @@ class Log:
                 seg.time_index.resize(0)
             self._segments.append(seg)
         self._bases = [s.base_offset for s in self._segments]
+        if self._had_clean_shutdown and self._segments:
+            recovery_point = LONG_MAX
         if self._force_full_recovery:
             recovery_point = 0
         if not self.read_only:
@@ -531,6 +546,15 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
+    @property
+    def size(self) -> int:
+        """Bytes of every segment's ``.log`` (``UnifiedLog.size``)."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
@@ -599,6 +623,7 @@ class Log:
         the headers with numpy, one write. ``owned``: ``batches`` is a writable buffer of ours
         (just encoded), patched in place instead of copied."""
         self._check_writable()
+        started = time.perf_counter_ns()
         buf = batches if owned else bytearray(batches)
         with self._lock:
             scan = scan_batches(buf, verify=True)
@@ -687,6 +712,11 @@ class Log:
             psm.on_high_watermark_updated(self.high_watermark)
             self._unflushed += records
             self._flush_per_policy(now)
+            m = self.metrics
+            m.appends += 1
+            m.appended_records += records
+            m.appended_bytes += len(buf)
+            m.append_time_ns += time.perf_counter_ns() - started
             return AppendInfo(first, last, max_ts, shallow, n, records, len(buf),
                               now if lat else -1)
 
@@ -768,6 +798,7 @@ class Log:
         segments below that offset (``flushUptoOffsetExclusive``), which becomes the recovery
         point; otherwise everything, up to the log end offset."""
         self._check_writable()
+        started = time.perf_counter_ns()
         with self._lock:
             end = self._log_end_offset if upto is None else upto
             segments = [s for s in self._segments[self._segment_for(self.recovery_point):]
@@ -791,6 +822,8 @@ class Log:
             if upto is None:
                 self._unflushed = 0
                 self._last_flush_ms = self.clock()
+            self.metrics.flushes += 1
+            self.metrics.flush_time_ns += time.perf_counter_ns() - started
 
     # ---------------------------------------------------------------------------- read
 
@@ -971,19 +1004,203 @@ class Log:
                     f"the log end offset is {self._log_end_offset}")
             if offset <= self.log_start_offset:
                 return self.log_start_offset
-            self.log_start_offset = offset
-            self.leader_epoch_cache.truncate_from_start(offset)
-            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-                seg = self._segments.pop(0)
-                self._bases.pop(0)
-                seg.change_file_suffixes("", DELETED_SUFFIX)
-                seg.delete()
-                snap = self.producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
-                if snap is not None:
-                    snap.unlink(missing_ok=True)
-            self.producer_state.on_log_start_offset_incremented(offset)
+            self._maybe_increment_log_start_offset(offset)
+            # UnifiedLog.deleteRecords: the segments wholly below the new start go at once
+            # (deleteLogStartOffsetBreachedSegments), through the same asynchronous delete
+            doomed = []
+            for i, seg in enumerate(self._segments[:-1]):
+                if self._segments[i + 1].base_offset > offset:
+                    break
+                doomed.append(seg)
+            if doomed:
+                self._remove_and_delete_segments(doomed, "log start offset breach")
             self._write_checkpoints()
             return offset
+
+    # ---------------------------------------------------------------------------- retention
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """``UnifiedLog.deleteOldSegments``: with ``cleanup.policy`` containing ``delete``, the
+        segments below the log start offset, then those over ``retention.bytes``, then those
+        older than ``retention.ms`` (each judged by its largest timestamp, else its file's
+        mtime); otherwise (compact only) just those below the log start offset. Oldest first,
+        stopping at the first segment that must stay. Returns how many segments went; their
+        files are renamed ``.deleted`` now and removed after ``file.delete.delay.ms``."""
+        self._check_writable()
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            self.metrics.retention_runs += 1
+            deleted = self._delete_log_start_offset_breached()
+            if self.config.delete:
+                deleted += self._delete_retention_size_breached()
+                deleted += self._delete_retention_ms_breached(now)
+            self.delete_expired_files(now)
+            return deleted
+
+    def _delete_log_start_offset_breached(self) -> int:
+        start = self.log_start_offset
+        return self._delete_old_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= start,
+                                         "log start offset breach")
+
+    def _delete_retention_size_breached(self) -> int:
+        retention = self.config.retention_bytes
+        size = self.size
+        if retention < 0 or size < retention:
+            return 0
+        diff = size - retention
+
+        def over(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_old_segments(over, f"retention size {retention} breach")
+
+    def _delete_retention_ms_breached(self, now: int) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        return self._delete_old_segments(lambda seg, _nxt: now - seg.largest_timestamp > retention,
+                                         f"retention time {retention}ms breach")
+
+    def deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+                           ) -> list[LogSegment]:
+        """``LocalLog.deletableSegments`` with ``UnifiedLog``'s guard: from the oldest segment,
+        while ``predicate(segment, next segment)`` holds and the segment lies wholly below the
+        high watermark; an empty last segment never qualifies."""
+        out: list[LogSegment] = []
+        segs = self._segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            # the high watermark guard first: the log start offset never passes it
+            if not (self.high_watermark >= upper and predicate(seg, nxt)) or \
+                    (nxt is None and seg.size == 0):
+                break
+            out.append(seg)
+        return out
+
+    def _delete_old_segments(self, predicate, reason: str) -> int:
+        """``UnifiedLog.deleteOldSegments(predicate, reason)`` and ``deleteSegments``."""
+        deletable = self.deletable_segments(predicate)
+        if not deletable:
+            return 0
+        doomed = deletable
+        if len(self._segments) == len(deletable):
+            # a log always has a segment: deleting them all rolls a new one first, at the LEO
+            new = self.roll()
+            if deletable[-1].base_offset == new.base_offset:
+                log.warning("Empty active segment at %d of %s was kept (%s)", new.base_offset,
+                            self.dir.name, reason)
+                doomed = deletable[:-1]
+        log.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), self.dir.name, reason,
+                 ", ".join(str(s.base_offset) for s in doomed))
+        self._remove_and_delete_segments(doomed, reason)
+        self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        return len(deletable)
+
+    def _maybe_increment_log_start_offset(self, offset: int) -> None:
+        """``UnifiedLog.maybeIncrementLogStartOffset``."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset_incremented(offset)
+            self.recovery_point = max(self.recovery_point, offset)
+
+    def _remove_and_delete_segments(self, segments: list[LogSegment], reason: str) -> None:
+        """``LocalLog.removeAndDeleteSegments(asyncDelete = true)`` plus the producer snapshots
+        of those segments (``deleteProducerSnapshots``)."""
+        gone = {id(s) for s in segments}
+        self._segments = [s for s in self._segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self._segments]
+        self._delete_segment_files(segments)
+        for seg in segments:
+            self.metrics.segments_deleted += 1
+            self.metrics.bytes_deleted += seg.size
+            snap = self.producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
+            if snap is not None:
+                self._schedule_delete(snap)
+
+    def _delete_segment_files(self, segments: list[LogSegment]) -> None:
+        """``LocalLog.deleteSegmentFiles(asyncDelete = true)``: every file renamed ``.deleted``
+        at once (a restart removes such files), removed for good after
+        ``file.delete.delay.ms``. The segment stays open until then, so a read that already
+        holds it (this process) or its files (any process) finishes undisturbed."""
+        self._dir_dirty = True
+        for seg in segments:
+            if not seg.log_path.name.endswith(DELETED_SUFFIX):
+                seg.change_file_suffixes("", DELETED_SUFFIX)
+            self._schedule_delete(seg)
+
+    def _schedule_delete(self, what: "LogSegment | Path") -> None:
+        self._pending_deletes.append((self.clock() + self.config.file_delete_delay_ms, what))
+        if self.config.file_delete_delay_ms == 0:
+            self.delete_expired_files()
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed (the
+        scheduled "delete-file" task of Kafka's LocalLog). Returns how many segments and
+        snapshots were removed."""
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            due = [w for t, w in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, w) for t, w in self._pending_deletes if t > now]
+        for what in due:
+            if isinstance(what, LogSegment):
+                log.info("Deleting segment files of %s", what.log_path)
+                what.delete()
+            else:
+                what.unlink(missing_ok=True)
+        return len(due)
+
+    @property
+    def pending_deletes(self) -> int:
+        """Segments and snapshots renamed ``.deleted`` and not yet removed."""
+        return len(self._pending_deletes)
+
+    # ---------------------------------------------------------------------------- compaction
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """``LocalLog.replaceSegments`` (and ``UnifiedLog.replaceSegments``): swap the cleaner's
+        output in for the segments it was made from, crash-safe in two phases.
+
+        ``new_segments`` are complete, flushed segments whose files carry the ``.cleaned``
+        suffix. They are renamed ``.swap`` (from then on a restart completes the swap, see
+        ``_remove_temp_files``), the old segments leave the segment list and are renamed
+        ``.deleted`` (removed after ``file.delete.delay.ms``; readers holding them are not
+        disturbed), then the ``.swap`` suffix is dropped. Old segments already deleted by
+        retention in the meantime are not deleted twice."""
+        self._check_writable()
+        if not new_segments:
+            raise ValueError("replace_segments needs at least one new segment")
+        with self._lock:
+            self._dir_dirty = True
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            live = {id(s) for s in self._segments}
+            old_sorted = sorted((s for s in old_segments if id(s) in live), key=lambda s: s.base_offset)
+            if self._segments and any(s is self._segments[-1] for s in old_sorted):
+                raise ValueError(f"The active segment of {self.dir.name} cannot be replaced")
+            for seg in reversed(new_sorted):
+                seg.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            os.fsync(self._dir_fd)         # the swaps are durable before any old file goes
+            gone = {id(s) for s in old_sorted}
+            self._segments = sorted([s for s in self._segments if id(s) not in gone] + new_sorted,
+                                    key=lambda s: s.base_offset)
+            self._bases = [s.base_offset for s in self._segments]
+            self._delete_segment_files(old_sorted)
+            self.metrics.segments_replaced += len(old_sorted)
+            for seg in new_sorted:
+                seg.change_file_suffixes(SWAP_SUFFIX, "")
+            os.fsync(self._dir_fd)
+            self._dir_dirty = False
+            replaced = {s.base_offset for s in new_sorted}
+            for seg in old_sorted:
+                if seg.base_offset not in replaced:
+                    snap = self.producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
+                    if snap is not None:
+                        self._schedule_delete(snap)
 
     # ---------------------------------------------------------------------------- close
 
@@ -1035,8 +1252,14 @@ class Log:
                     self.flush()
                     self.producer_state.take_snapshot()      # at the LEO
                     self._write_checkpoints()
+                    self.delete_expired_files()
             finally:
                 self._closed = True
+                # .deleted files not yet due stay on disk: the next load removes them
+                for _, what in self._pending_deletes:
+                    if isinstance(what, LogSegment):
+                        what.close(final_entries=False)
+                self._pending_deletes.clear()
                 self._release()
 
     def _check_writable(self) -> None:
