@@ -16,6 +16,7 @@ import bisect
 import fcntl
 import logging
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -1261,6 +1262,32 @@ class Log:
                         what.close(final_entries=False)
                 self._pending_deletes.clear()
                 self._release()
+
+    def delete(self) -> None:
+        """``UnifiedLog.delete``: remove every segment, snapshot and checkpoint entry of this
+        partition, then its directory, and close the log. The caller (the LogManager) has taken
+        it out of use."""
+        self._check_writable()
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            for _, what in self._pending_deletes:
+                if isinstance(what, LogSegment):
+                    what.delete()
+            self._segments, self._bases, self._pending_deletes = [], [], []
+            self.leader_epoch_cache.clear()
+            key = (self.topic, self.partition)
+            for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+                cp = self._checkpoint(name)
+                try:
+                    entries = cp.read()
+                except (OSError, KafkaLogError):
+                    continue
+                if entries.pop(key, None) is not None:
+                    cp.write(entries)
+            self._closed = True
+            self._release()
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _check_writable(self) -> None:
         if self._closed:
