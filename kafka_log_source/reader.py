@@ -9,7 +9,10 @@ touches and seeks in each through its offset index; ``read_committed`` goes thro
 
 from __future__ import annotations
 
+import bisect
 import logging
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -123,14 +126,26 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
     if offset < earliest:
         offset = _data_lost(p, offset, min(earliest, p.end), "the log starts after it")
     config = LogConfig()
-    for i, base in enumerate(p.segments):
+    planned = list(p.segments)
+    i, replanned = 0, 0
+    while i < len(planned):
+        base = planned[i]
         try:
             seg = LogSegment.open(path, base, config, writable=False)
         except FileNotFoundError:
+            current = _current_segments(path, offset) if replanned < 3 else None
+            if current is not None:
+                # the cleaner replaced it (offsets never change, segments may be merged): read
+                # on from the segment that holds the offset now
+                replanned += 1
+                planned[i:] = [b for b in _holding(current, offset) if b < p.end] or [current[-1]]
+                continue
             # deleted by retention since planning: the rest of the range starts later
-            nxt = p.segments[i + 1] if i + 1 < len(p.segments) else p.end
+            nxt = planned[i + 1] if i + 1 < len(planned) else p.end
             offset = _data_lost(p, offset, min(nxt, p.end), "its segment was deleted")
+            i += 1
             continue
+        i += 1
         try:
             found = seg.translate_offset(offset)         # the offset index, then a short scan
             position = found.position if found is not None else seg.size
@@ -157,6 +172,29 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
             return
     if offset < p.end:
         _data_lost(p, offset, p.end, "the log ends before it")
+
+
+def _holding(bases: list[int], offset: int) -> list[int]:
+    """``bases`` from the one holding ``offset`` on."""
+    first = max(0, bisect.bisect_right(bases, offset) - 1)
+    return bases[first:]
+
+
+def _current_segments(path: Path, offset: int, *, attempts: int = 50) -> list[int] | None:
+    """The segment base offsets of ``path`` now, if ``offset`` is still in the log (at or above
+    the log start offset, some segment at or below it), else None (retention removed it).
+    A cleaner's swap renames the old files ``.deleted`` a moment before its ``.swap`` files take
+    their names: while ``.swap`` files are present, look again shortly."""
+    for _ in range(attempts):
+        names = os.listdir(path)
+        bases = sorted(int(n[:20]) for n in names if n.endswith(".log") and n[:20].isdigit())
+        swapping = any(n.endswith(".swap") for n in names)
+        if bases and bases[0] <= offset and current_log_start(path) <= offset and not swapping:
+            return bases
+        if not swapping:
+            return None
+        time.sleep(0.02)
+    return None
 
 
 def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
