@@ -130,6 +130,35 @@ class RetentionResult:
                 "log_start_offset_after": self.log_start_offset_after, "error": self.error}
 
 
+@dataclass(frozen=True)
+class CompactionRound:
+    """One cleaning round of ``compact``: which partition, the dirty range cleaned
+    (``[first_dirty_offset, end_offset)``), its size before and after, and the cleaner's stats."""
+
+    topic_partition: TopicPartition | None
+    first_dirty_offset: int | None
+    end_offset: int | None
+    size_before: int
+    size_after: int
+    stats: Any                       # cleaner.CleanerStats
+    seconds: float
+
+    @property
+    def records_removed(self) -> int:
+        return self.stats.messages_read - self.stats.messages_written
+
+    def as_dict(self) -> dict[str, Any]:
+        tp = self.topic_partition
+        s = self.stats
+        return {"topic": None if tp is None else tp.topic, "partition": None if tp is None else tp.partition,
+                "first_dirty_offset": self.first_dirty_offset, "end_offset": self.end_offset,
+                "size_before": self.size_before, "size_after": self.size_after,
+                "bytes_read": s.bytes_read, "bytes_written": s.bytes_written,
+                "messages_read": s.messages_read, "messages_written": s.messages_written,
+                "records_removed": self.records_removed, "invalid_messages_read": s.invalid_messages_read,
+                "buffer_utilization": s.buffer_utilization, "seconds": self.seconds}
+
+
 @dataclass
 class _DataDir:
     """Per data dir state of one manager run."""
@@ -199,6 +228,7 @@ class LogManager:
         self._opened_ms = clock()
         self._retention_totals = [0, 0]      # segments, bytes deleted by cleanup_logs
         self._compaction_history: list[Any] = []
+        self._task_time = threading.local()         # run_due_tasks(now_ms)'s now, for its tasks
         self._opened_at: dict[int, float] = {}      # id(log) -> time.monotonic() at open, for rates
 
     # ------------------------------------------------------------------------ opening, closing
@@ -515,7 +545,7 @@ class LogManager:
     def delete_logs(self, now_ms: int | None = None) -> list[Path]:
         """``LogManager.deleteLogs``: remove the ``-delete`` directories scheduled at least
         ``file.delete.delay.ms`` ago. Returns the directories removed."""
-        now = self.clock() if now_ms is None else now_ms
+        now = self._now(now_ms)
         delay = self.default_config.file_delete_delay_ms
         with self._lock:
             due = [p for p, t in self._logs_to_be_deleted if t + delay <= now]
@@ -679,10 +709,18 @@ class LogManager:
     def run_due_tasks(self, now_ms: int | None = None) -> list[str]:
         """Run every scheduled task due at ``now_ms`` on this thread; returns their names."""
         self._check_open()
-        return self.scheduler.run_due(now_ms)
+        # the tasks take no arguments: they read "now" from here, on this thread only
+        self._task_time.now = now_ms
+        try:
+            return self.scheduler.run_due(now_ms)
+        finally:
+            self._task_time.now = None
 
     def _now(self, now_ms: int | None) -> int:
-        return self.clock() if now_ms is None else now_ms
+        if now_ms is not None:
+            return now_ms
+        task_now = getattr(self._task_time, "now", None)
+        return self.clock() if task_now is None else task_now
 
     def cleanup_logs(self, now_ms: int | None = None, *, topics: Iterable[str] | None = None,
                      include_compacted: bool | None = None) -> list[RetentionResult]:
@@ -693,27 +731,39 @@ class LogManager:
         Returns one entry per log that lost segments (or failed)."""
         now = self._now(now_ms)
         wanted = None if topics is None else set(topics)
+        cleaner = self._cleaner
         if include_compacted is None:
-            include_compacted = self._cleaner is None
+            include_compacted = cleaner is None
         results: list[RetentionResult] = []
         started = time.perf_counter()
-        with self._lock:
-            candidates = [(tp, lg) for pool in (self._logs, self._future_logs) for tp, lg in pool.items()
-                          if (wanted is None or tp.topic in wanted) and (include_compacted or not lg.config.compact)]
         paused: list[TopicPartition] = []
-        cleaner = self._cleaner
+        claimed: list[TopicPartition] = []
         if cleaner is not None:
-            pause = getattr(cleaner, "pause_cleaning_for_non_compacted_partitions", None)
-            if pause is not None:
-                paused = [tp for tp, _ in pause()]
+            # claim the logs from the cleaner first, so that neither works on a log the other
+            # has (pauseCleaningForNonCompactedPartitions; deletableLogs for compacted ones)
+            paused = list(cleaner.pause_cleaning_for_non_compacted_partitions())
+            if include_compacted:
+                claimed = list(cleaner.cleaner_manager.deletable_logs())
+            owned = set(paused) | set(claimed)
+            with self._lock:
+                candidates = [(tp, lg) for tp, lg in self._logs.items() if tp in owned]
+                candidates += list(self._future_logs.items())
+        else:
+            with self._lock:
+                candidates = [(tp, lg) for pool in (self._logs, self._future_logs) for tp, lg in pool.items()
+                              if include_compacted or not lg.config.compact]
         try:
             for tp, lg in candidates:
+                if wanted is not None and tp.topic not in wanted:
+                    continue
                 result = self._delete_old_segments(tp, lg, now)
                 if result.segments_deleted or result.error:
                     results.append(result)
         finally:
-            if cleaner is not None and paused:
+            if paused:
                 cleaner.resume_cleaning(paused)
+            if claimed:
+                cleaner.cleaner_manager.done_deleting(claimed)
         total = sum(r.segments_deleted for r in results)
         self._retention_totals[0] += total
         self._retention_totals[1] += sum(r.bytes_deleted for r in results)
@@ -763,7 +813,7 @@ class LogManager:
         return removed
 
     def _delete_logs_and_files(self) -> None:
-        now = self.clock()
+        now = self._now(None)
         self.delete_logs(now)
         self.delete_expired_files(now)
 
@@ -803,26 +853,68 @@ class LogManager:
     def _cleaner_task(self) -> None:
         if self._cleaner_threads:
             return
-        self.compact()
+        self.compact(self._now(None))
 
-    def compact(self, now_ms: int | None = None, *, max_rounds: int = 10000,
-                progress: Callable[[Any], None] | None = None) -> list[Any]:
-        """Run cleaning rounds by hand (``LogCleaner.clean_once``) until no log is cleanable, on
-        this thread. ``progress`` is called with each round's stats. Returns every round's stats."""
+    def compact(self, now_ms: int | None = None, *, topics: Iterable[str] | None = None, max_rounds: int = 10000,
+                progress: Callable[[CompactionRound], None] | None = None) -> list[CompactionRound]:
+        """Run cleaning rounds by hand (``LogCleaner.clean_once``, each cleaning the filthiest
+        compacted log) on this thread until no log is cleanable. ``topics``: only these (the
+        others' cleaning is paused meanwhile, as Kafka's ``abortAndPauseCleaning``). A partition
+        that fails is marked uncleanable by the cleaner and the rounds go on with the others.
+        ``progress`` is called after each round. Returns every round."""
         self._check_open()
         cleaner = self.cleaner
         if cleaner is None:
             return []
-        rounds = []
-        for _ in range(max_rounds):
-            stats = cleaner.clean_once(now_ms)
-            if stats is None:
-                break
-            rounds.append(stats)
-            self._compaction_history.append(stats)
-            if progress is not None:
-                progress(stats)
+        cm = cleaner.cleaner_manager
+        wanted = None if topics is None else set(topics)
+        paused: list[TopicPartition] = []
+        if wanted is not None:
+            for tp, lg in self.logs.items():
+                if lg.config.compact and tp.topic not in wanted:
+                    cleaner.abort_and_pause_cleaning(tp)
+                    paused.append(tp)
+        rounds: list[CompactionRound] = []
+        try:
+            for _ in range(max_rounds):
+                logs = {tp: lg for tp, lg in self.logs.items() if lg.config.compact}
+                sizes = {tp: lg.size for tp, lg in logs.items()}
+                checkpoints = cm.all_cleaner_checkpoints()
+                uncleanable = self._uncleanable(cm)
+                started = time.perf_counter()
+                stats = cleaner.clean_once(now_ms)
+                if stats is None:
+                    if self._uncleanable(cm) - uncleanable:
+                        continue          # one failed and was set aside: the others may still need it
+                    break
+                after = cm.all_cleaner_checkpoints()
+                moved = [tp for tp in logs if after.get(tp) != checkpoints.get(tp)]
+                # the cleaned log's checkpoint moved; a forced reset may move others' too
+                moved.sort(key=lambda tp: logs[tp].size == sizes[tp])
+                tp = moved[0] if moved else None
+                r = CompactionRound(
+                    topic_partition=tp, first_dirty_offset=None if tp is None else checkpoints.get(tp),
+                    end_offset=None if tp is None else after.get(tp),
+                    size_before=0 if tp is None else sizes[tp], size_after=0 if tp is None else logs[tp].size,
+                    stats=stats, seconds=time.perf_counter() - started)
+                rounds.append(r)
+                self._compaction_history.append(r)
+                if progress is not None:
+                    progress(r)
+        finally:
+            if paused:
+                cleaner.resume_cleaning(paused)
         return rounds
+
+    @staticmethod
+    def _uncleanable(cm: Any) -> set[tuple[str, TopicPartition]]:
+        return {(str(d), tp) for d in cm.log_dirs for tp in cm.uncleanable_partitions(d)}
+
+    def uncleanable_partitions(self) -> set[TopicPartition]:
+        """Partitions the cleaner set aside after an error (per data dir in Kafka)."""
+        if self._cleaner is None:
+            return set()
+        return {tp for _, tp in self._uncleanable(self._cleaner.cleaner_manager)}
 
     # ------------------------------------------------------------------------ metrics
 
@@ -842,4 +934,4 @@ class LogManager:
         return f"LogManager({[str(d) for d in self.log_dirs]}, logs={len(self._logs)})"
 
 
-__all__ = ["LogManager", "LogManagerConfig", "RetentionResult", "TOPIC_CONFIG_FILE", "LOCK_FILE"]
+__all__ = ["LogManager", "LogManagerConfig", "RetentionResult", "CompactionRound", "TOPIC_CONFIG_FILE", "LOCK_FILE"]

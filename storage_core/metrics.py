@@ -185,7 +185,22 @@ class ManagerMetrics:
 
         now = time.monotonic()
         cleaner_all = _cleaner_figures(mgr._cleaner)
-        per_tp = (cleaner_all or {}).get("partitions", {}) if isinstance(cleaner_all, dict) else {}
+        per_tp: dict[str, dict[str, object]] = {}
+        if mgr._cleaner is not None:
+            cm = mgr._cleaner.cleaner_manager
+            checkpoints = cm.all_cleaner_checkpoints()
+            unclean = mgr.uncleanable_partitions()
+            for tp, log in mgr.logs.items():
+                if log.config.compact:
+                    state = cm.cleaning_state(tp)
+                    per_tp[str(tp)] = {"first_dirty_offset": checkpoints.get(tp), "uncleanable": tp in unclean,
+                                       "state": None if state is None else type(state).__name__}
+            history = mgr._compaction_history
+            cleaner_all = dict(cleaner_all or {})
+            cleaner_all["manual_rounds"] = len(history)
+            cleaner_all["manual_bytes_read"] = sum(r.stats.bytes_read for r in history)
+            cleaner_all["manual_bytes_written"] = sum(r.stats.bytes_written for r in history)
+            cleaner_all["manual_records_removed"] = sum(r.records_removed for r in history)
         parts_by_dir: dict[str, list[PartitionMetrics]] = {str(d): [] for d in mgr.log_dirs}
         partitions = []
         for log in sorted(mgr.all_logs(), key=lambda lg: (lg.topic, lg.partition, str(lg.dir))):
