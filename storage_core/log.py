@@ -236,6 +236,9 @@ class Log:
                         offset_from_filename(p.name) not in live:
                     log.info("Deleting orphaned index file %s", p)
                     p.unlink()
+        if self.read_only:
+            logs = []
+            self._segments = self._open_reader_view()
         for p in logs:
             base = offset_from_filename(p.name)
             if not p.with_suffix(INDEX_SUFFIX).exists() and not self.read_only:
@@ -289,6 +292,46 @@ class Log:
             # a reader needs producer state only for read_committed (the last stable offset):
             # replaying a log without snapshots can take long, so it waits until asked for
             self._producer_state_pending = True
+
+    def _open_reader_view(self, attempts: int = 200) -> list[LogSegment]:
+        """The segments a reader sees, consistent even while the writer (another process)
+        swaps cleaned segments in: ``.swap`` files are the segments of a swap already decided,
+        and the plain files they cover (``[min swap base, last swap's next offset)``) are the
+        ones they replace, which is the rule LogLoader uses to complete a swap after a crash.
+        Renames during the listing are caught by listing again until two agree."""
+        names = sorted(os.listdir(self.dir))
+        for _ in range(attempts):
+            segs: list[LogSegment] = []
+            try:
+                swaps = [LogSegment.open(self.dir, offset_from_filename(n), self.config, writable=False,
+                                         preallocate=False, file_suffix=SWAP_SUFFIX)
+                         for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+                segs.extend(swaps)
+                lo = min((s.base_offset for s in swaps), default=None)
+                hi = swaps[-1].read_next_offset() if swaps else None
+                for n in names:
+                    if not n.endswith(LOG_SUFFIX) or not n[:20].isdigit():
+                        continue
+                    base = offset_from_filename(n)
+                    if lo is not None and lo <= base < hi:
+                        continue                 # replaced by a swap in progress
+                    segs.append(LogSegment.open(self.dir, base, self.config, writable=False,
+                                                preallocate=False))
+            except FileNotFoundError:
+                pass                             # renamed under us: list again
+            else:
+                again = sorted(os.listdir(self.dir))
+                if again == names:
+                    return sorted(segs, key=lambda s: s.base_offset)
+                names = again
+                for seg in segs:
+                    seg.close(final_entries=False)
+                continue
+            for seg in segs:
+                seg.close(final_entries=False)
+            time.sleep(0.005)
+            names = sorted(os.listdir(self.dir))
+        raise KafkaLogError(f"{self.dir} kept changing while it was being opened for reading")
 
     @property
     def producer_state(self) -> ProducerStateManager:
