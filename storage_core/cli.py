@@ -35,6 +35,25 @@
     ``recovery-point-offset-checkpoint`` so every segment is validated), then reports what
     changed per partition and in total.
 
+``kafkalog retention DIR [--topic T ...] [--now MS] [--purge] [--json]``
+    Opens the data dir with a ``LogManager`` and applies retention to every partition by its
+    topic's configuration (Kafka's defaults, e.g. ``retention.ms`` of 7 days, plus the overrides
+    ``kafkalog config`` keeps): ``UnifiedLog.deleteOldSegments`` by log start offset, and with
+    ``cleanup.policy`` containing ``delete`` by ``retention.bytes`` and ``retention.ms`` (judged at
+    ``--now``). Prints per partition what was deleted and a summary. Deleted segments are renamed
+    ``.deleted`` as Kafka does; ``--purge`` removes those files before exiting.
+
+``kafkalog compact DIR [--topic T ...] [--now MS] [--dedupe-buffer-size N] [--force] [--purge] [--json]``
+    Runs the log cleaner by hand over every partition of the compacted topics until none is
+    cleanable by Kafka's rules (``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``; with
+    ``--force`` any dirty byte is cleaned), one line per cleaning round, then a summary: bytes
+    before and after, records removed, time. Exit 1 if a partition could not be cleaned.
+
+``kafkalog config DIR --topic T [--set KEY=VALUE ...] [--delete KEY ...] [--list] [--json]``
+    Shows or changes the topic's overrides kept in the data dir (``kafkalog-topic-configs.json``),
+    under Kafka's names (``segment.bytes``, ``cleanup.policy``, ...), each change validated first;
+    an unknown name or a bad value is refused naming the key (exit 2).
+
 Where ``dump`` differs from Kafka (all are cases where Kafka's tool dies with a stack trace or
 does something a read-only tool should not):
 
@@ -1342,6 +1361,242 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# ============================================================================== retention, compact, config
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _data_dir(arg: str) -> Path:
+    root = Path(arg)
+    if not root.exists():
+        raise FileNotFoundError(f"No such file or directory: {arg}")
+    if not root.is_dir():
+        raise _UsageError(f"{root} is not a directory")
+    if _has_segments(root):
+        raise _UsageError(f"{root} is a partition directory: give its data directory "
+                          f"({root.parent}) and --topic")
+    return root
+
+
+def _clock(now: int | None) -> Callable[[], int]:
+    import time
+
+    return (lambda: now) if now is not None else (lambda: int(time.time() * 1000))
+
+
+def _open_manager(root: Path, now: int | None, **kwargs: Any):
+    from .manager import LogManager
+
+    return LogManager.open([root], clock=_clock(now), **kwargs)
+
+
+def _scoped(mgr, topics: list[str] | None) -> list:
+    return sorted(((tp, lg) for tp, lg in mgr.logs.items() if not topics or tp.topic in topics),
+                  key=lambda e: (e[0].topic, e[0].partition))
+
+
+def _print_load_errors(mgr, topics: list[str] | None) -> int:
+    failed = 0
+    for path, error in sorted(mgr.load_errors.items()):
+        try:
+            topic = parse_topic_partition_dir(path.name).topic
+        except KafkaLogError:
+            topic = None
+        if not topics or topic in topics:
+            print(f"{path.name}: FAILED: {error}")
+            failed += 1
+    return failed
+
+
+def _purge(mgr) -> int:
+    """Remove every pending ``.deleted`` file at once (--purge)."""
+    from .config import LONG_MAX
+
+    return mgr.delete_expired_files(LONG_MAX)
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from .config import CleanerConfig
+
+    root = _data_dir(args.dir)
+    with _open_manager(root, args.now, cleaner_config=CleanerConfig(enable_cleaner=False)) as mgr:
+        now = mgr.clock()
+        failed = _print_load_errors(mgr, args.topic) if not args.json else len(mgr.load_errors)
+        scoped = _scoped(mgr, args.topic)
+        rows = []
+        for i, (tp, lg) in enumerate(scoped, 1):
+            print(f"[{i}/{len(scoped)}] {tp}", file=sys.stderr, flush=True)
+            segments_before = lg.num_segments
+            results = mgr.cleanup_logs(now, partitions=[tp], include_compacted=True)
+            r = results[0] if results else None
+            c = lg.config
+            row = {"topic": tp.topic, "partition": tp.partition, "cleanup_policy": c.cleanup_policy,
+                   "retention_ms": c.retention_ms, "retention_bytes": c.retention_bytes,
+                   "segments_before": segments_before, "segments_deleted": r.segments_deleted if r else 0,
+                   "bytes_deleted": r.bytes_deleted if r else 0,
+                   "log_start_offset_before": r.log_start_offset_before if r else lg.log_start_offset,
+                   "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset,
+                   "error": r.error if r else None}
+            rows.append(row)
+            if args.json:
+                continue
+            policy = (f"cleanup.policy={c.cleanup_policy}, retention.ms={c.retention_ms}, "
+                      f"retention.bytes={c.retention_bytes}")
+            if row["error"]:
+                print(f"{tp}: FAILED: {row['error']}")
+            elif row["segments_deleted"]:
+                print(f"{tp}: deleted {row['segments_deleted']} of {segments_before} segments "
+                      f"({_human(row['bytes_deleted'])}), log start offset "
+                      f"{row['log_start_offset_before']} -> {row['log_start_offset']} ({policy})")
+            else:
+                print(f"{tp}: nothing to delete, {segments_before} segments, log start offset "
+                      f"{lg.log_start_offset} ({policy})")
+        purged = _purge(mgr) if args.purge else 0
+        pending = sum(lg.pending_deletes for _, lg in scoped)
+    failed += sum(1 for r in rows if r["error"])
+    touched = sum(1 for r in rows if r["segments_deleted"])
+    totals = {"partitions": len(rows), "partitions_changed": touched,
+              "segments_deleted": sum(r["segments_deleted"] for r in rows),
+              "bytes_deleted": sum(r["bytes_deleted"] for r in rows), "failed": failed,
+              "files_purged": purged, "pending_deletes": pending}
+    if args.json:
+        sys.stdout.write(json.dumps({"dir": str(root), "now": now, "partitions": rows, "totals": totals}) + "\n")
+    else:
+        print(f"retention: {totals['segments_deleted']} segments ({_human(totals['bytes_deleted'])}) deleted "
+              f"from {touched} of {len(rows)} partitions" + (f", {failed} failed" if failed else ""))
+        if pending:
+            print(f"{pending} segment files renamed .deleted stay until file.delete.delay.ms has passed "
+                  f"and the partition is opened again (or run with --purge)")
+    return 1 if failed else 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    import time
+
+    from .config import CleanerConfig
+
+    root = _data_dir(args.dir)
+    cleaner_config = CleanerConfig(dedupe_buffer_size=args.dedupe_buffer_size)
+    started = time.perf_counter()
+    with _open_manager(root, args.now, cleaner_config=cleaner_config) as mgr:
+        failed = _print_load_errors(mgr, args.topic) if not args.json else len(mgr.load_errors)
+        scoped = [(tp, lg) for tp, lg in _scoped(mgr, args.topic) if lg.config.compact]
+        if args.force:
+            for _, lg in scoped:     # in memory only: the topic's configuration is untouched
+                mgr._apply_config(lg, lg.config.with_changes(min_cleanable_dirty_ratio=0.0))
+        before = {tp: lg.size for tp, lg in scoped}
+        if not scoped and not args.json:
+            which = f" of topic {', '.join(args.topic)}" if args.topic else ""
+            print(f"no compacted partitions{which} in {root} (cleanup.policy=compact); nothing to do")
+
+        def progress(r) -> None:
+            if not args.json:
+                s = r.stats
+                print(f"{r.topic_partition}: cleaned offsets [{r.first_dirty_offset}, {r.end_offset}): "
+                      f"{_human(r.size_before)} -> {_human(r.size_after)}, "
+                      f"{s.messages_read - s.messages_written} of {s.messages_read} records removed "
+                      f"in {r.seconds:.2f} s", flush=True)
+
+        topics = sorted({tp.topic for tp, _ in scoped})
+        rounds = mgr.compact(mgr.clock(), topics=topics, progress=progress) if scoped else []
+        uncleanable = mgr.uncleanable_partitions()
+        for tp in sorted(uncleanable):
+            if not args.json:
+                print(f"{tp}: FAILED: marked uncleanable after an error (details above)")
+        failed += len(uncleanable)
+        after = {tp: lg.size for tp, lg in scoped}
+        purged = _purge(mgr) if args.purge else 0
+        pending = sum(lg.pending_deletes for _, lg in scoped)
+    elapsed = time.perf_counter() - started
+    size_before, size_after = sum(before.values()), sum(after.values())
+    totals = {"partitions": len(scoped), "rounds": len(rounds),
+              "partitions_cleaned": len({r.topic_partition for r in rounds}),
+              "bytes_before": size_before, "bytes_after": size_after,
+              "records_removed": sum(r.records_removed for r in rounds), "seconds": elapsed,
+              "failed": failed, "files_purged": purged, "pending_deletes": pending}
+    if args.json:
+        parts = [{"topic": tp.topic, "partition": tp.partition, "bytes_before": before[tp],
+                  "bytes_after": after[tp], "uncleanable": tp in uncleanable} for tp, _ in scoped]
+        sys.stdout.write(json.dumps({"dir": str(root), "rounds": [r.as_dict() for r in rounds],
+                                     "partitions": parts, "totals": totals}) + "\n")
+    elif scoped:
+        saved = 100 * (1 - size_after / size_before) if size_before else 0.0
+        print(f"compacted {totals['partitions_cleaned']} of {len(scoped)} partitions in {len(rounds)} rounds: "
+              f"{_human(size_before)} -> {_human(size_after)} ({saved:.1f}% smaller), "
+              f"{totals['records_removed']} records removed in {elapsed:.2f} s"
+              + (f", {failed} failed" if failed else ""))
+        if pending:
+            print(f"{pending} replaced segment files renamed .deleted stay until file.delete.delay.ms has "
+                  f"passed and the partition is opened again (or run with --purge)")
+    return 1 if failed else 0
+
+
+def _parse_assignments(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _UsageError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from .checkpoints import validate_topic_name
+    from .config import LogConfig
+    from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository
+
+    root = _data_dir(args.dir)
+    validate_topic_name(args.topic)
+    repo = ConfigRepository([root])
+    updates = _parse_assignments(args.set or [])
+    deletes = list(args.delete or [])
+    changed = bool(updates or deletes)
+    if changed:
+        repo.alter_topic_config(args.topic, updates, deletes)
+    overrides = repo.topic_overrides(args.topic)
+    config = repo.topic_config(args.topic).to_properties()
+    defaults = LogConfig().to_properties()
+    has_partitions = any(d.is_dir() and d.name.startswith(args.topic + "-") and
+                         parse_topic_partition_dir(d.name).topic == args.topic
+                         for d in root.iterdir() if _is_partition_name(d.name))
+    if args.json:
+        sys.stdout.write(json.dumps({"dir": str(root), "topic": args.topic, "overrides": overrides,
+                                     "config": config if args.list else None}) + "\n")
+        return 0
+    if changed:
+        print(f"Completed updating config for topic {args.topic}.")
+    if not has_partitions:
+        print(f"note: {root} holds no partition of topic {args.topic!r} yet; the configuration applies "
+              f"to partitions created later", file=sys.stderr)
+    print(f"Configs for topic '{args.topic}' in {root / TOPIC_CONFIG_FILE}:")
+    shown = config if args.list else {k: config[k] for k in overrides}
+    if not shown:
+        print("  (no overrides: every value is the default)")
+    for key in sorted(shown):
+        if key in overrides:
+            print(f"  {key}={config[key]} (override; default {defaults[key]})")
+        else:
+            print(f"  {key}={config[key]} (default)")
+    if changed:
+        print("A LogManager that already has the topic's partitions open applies the change when it "
+              "next loads them (or through LogManager.alter_topic_config).", file=sys.stderr)
+    return 0
+
+
+def _is_partition_name(name: str) -> bool:
+    try:
+        parse_topic_partition_dir(name)
+    except KafkaLogError:
+        return False
+    return not name.endswith(("-delete", "-stray", "-future"))
+
+
 # ============================================================================== main
 
 def main(argv: list[str] | None = None) -> int:
@@ -1376,8 +1631,37 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--full", action="store_true",
                    help="validate every segment, not only those after the recovery point")
     r.set_defaults(func=cmd_recover)
+    t = sub.add_parser("retention", help="delete old segments of every partition per its retention config")
+    t.add_argument("dir", help="data directory (topic-partition folders)")
+    t.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    t.add_argument("--now", type=int, metavar="MS", help="the time to judge retention.ms against (epoch ms)")
+    t.add_argument("--purge", action="store_true",
+                   help="remove the .deleted files at once instead of after file.delete.delay.ms")
+    t.add_argument("--json", action="store_true", help="one JSON document")
+    t.set_defaults(func=cmd_retention)
+    c = sub.add_parser("compact", help="compact every partition of the compacted topics (cleanup.policy=compact)")
+    c.add_argument("dir", help="data directory (topic-partition folders)")
+    c.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    c.add_argument("--now", type=int, metavar="MS",
+                   help="the time for compaction lags and tombstone delete horizons (epoch ms)")
+    c.add_argument("--dedupe-buffer-size", type=int, default=134217728, metavar="N",
+                   help="offset map memory in bytes (log.cleaner.dedupe.buffer.size, default 134217728)")
+    c.add_argument("--force", action="store_true",
+                   help="clean any dirty bytes, ignoring min.cleanable.dirty.ratio for this run")
+    c.add_argument("--purge", action="store_true",
+                   help="remove the replaced segment files at once instead of after file.delete.delay.ms")
+    c.add_argument("--json", action="store_true", help="one JSON document")
+    c.set_defaults(func=cmd_compact)
+    g = sub.add_parser("config", help="show or change a topic's configuration overrides")
+    g.add_argument("dir", help="data directory")
+    g.add_argument("--topic", required=True)
+    g.add_argument("--set", action="append", metavar="KEY=VALUE", help="set an override (repeatable)")
+    g.add_argument("--delete", action="append", metavar="KEY", help="remove an override (repeatable)")
+    g.add_argument("--list", action="store_true", help="show every value, not only the overrides")
+    g.add_argument("--json", action="store_true", help="one JSON document")
+    g.set_defaults(func=cmd_config)
     args = parser.parse_args(argv)
-    if args.command in ("describe", "recover"):
+    if args.command in ("describe", "recover", "retention", "compact", "config"):
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -723,14 +723,17 @@ class LogManager:
         return self.clock() if task_now is None else task_now
 
     def cleanup_logs(self, now_ms: int | None = None, *, topics: Iterable[str] | None = None,
+                     partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
                      include_compacted: bool | None = None) -> list[RetentionResult]:
         """``LogManager.cleanupLogs``: ``deleteOldSegments`` on every log, each by its own
         ``cleanup.policy``. As in Kafka, logs whose policy includes ``compact`` are left to the
         cleaner (it applies their retention between cleanings) when a cleaner runs;
         ``include_compacted=True`` takes them too (the CLI does, no cleaner runs there).
-        Returns one entry per log that lost segments (or failed)."""
+        ``topics`` / ``partitions`` narrow the run. Returns one entry per log that lost segments
+        (or failed)."""
         now = self._now(now_ms)
         wanted = None if topics is None else set(topics)
+        wanted_tps = None if partitions is None else {TopicPartition(*tp) for tp in partitions}
         cleaner = self._cleaner
         if include_compacted is None:
             include_compacted = cleaner is None
@@ -754,7 +757,8 @@ class LogManager:
                               if include_compacted or not lg.config.compact]
         try:
             for tp, lg in candidates:
-                if wanted is not None and tp.topic not in wanted:
+                if (wanted is not None and tp.topic not in wanted) or \
+                        (wanted_tps is not None and tp not in wanted_tps):
                     continue
                 result = self._delete_old_segments(tp, lg, now)
                 if result.segments_deleted or result.error:
@@ -893,7 +897,8 @@ class LogManager:
                 moved.sort(key=lambda tp: logs[tp].size == sizes[tp])
                 tp = moved[0] if moved else None
                 r = CompactionRound(
-                    topic_partition=tp, first_dirty_offset=None if tp is None else checkpoints.get(tp),
+                    topic_partition=tp,
+                    first_dirty_offset=None if tp is None else checkpoints.get(tp, logs[tp].log_start_offset),
                     end_offset=None if tp is None else after.get(tp),
                     size_before=0 if tp is None else sizes[tp], size_after=0 if tp is None else logs[tp].size,
                     stats=stats, seconds=time.perf_counter() - started)
