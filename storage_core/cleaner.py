@@ -1013,11 +1013,13 @@ class Cleaner:
                                      last_record_of_producer, upper_bound_offset_of_clean_round, stats,
                                      current_time_ms)
                 except OffsetOverflowError as e:
-                    # Kafka splits the segment and aborts this round; the split is the log's
-                    # business (LogLoader splits such segments at the next load)
+                    # Kafka splits the segment and aborts this round (cleanSegments); our own
+                    # .cleaned files go first, the split writes pieces of the same names
                     log.info("Caught segment overflow error during cleaning: %s", e)
+                    cleaned.delete()
+                    log_.split_overflowed_segment(seg)
                     raise LogCleaningAbortedError(
-                        f"Cleaning of {log_.dir.name} aborted: {seg.log_path} needs a split first ({e})") from e
+                        f"Cleaning of {log_.dir.name} aborted: {seg.log_path} was split first ({e})") from e
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             # the new files keep the last modified time of the originals (legacy tombstones and

@@ -536,6 +536,25 @@ class Log:
         return [LogSegment.open(self.dir, base, self.config, preallocate=False)
                 for base, _, _ in groups]
 
+    def split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
+        """``UnifiedLog.splitOverflowedSegment`` on a live log (the cleaner found ``seg``'s
+        offsets overflowing 32-bit relative offsets): the segment is split as recovery splits
+        it (crash-safe through ``.cleaned``/``.swap``), each piece indexed from its batches."""
+        self._check_writable()
+        with self._lock:
+            i = next((i for i, s in enumerate(self._segments) if s is seg), None)
+            if i is None:
+                raise ValueError(f"{seg.log_path} is not a segment of {self.dir.name}")
+            pieces = self._split_overflowed_segment(seg)
+            for piece in pieces:
+                piece.recover()
+                if i < len(self._segments) - 1:
+                    piece.on_become_inactive_segment()
+                piece.flush()
+            self._segments[i:i + 1] = pieces
+            self._bases = [s.base_offset for s in self._segments]
+            return pieces
+
     def _recover_segment(self, seg: LogSegment, log_start_offset: int,
                          next_base_offset: int | None = None) -> int:
         """``LogLoader.recoverSegment``: a fresh producer-state manager rebuilt up to the

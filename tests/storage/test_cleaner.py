@@ -4,11 +4,6 @@ Each test names, in its docstring, the bracketed Kafka test of kafka_test_checkl
 covers (LogCleanerTest / LogCleanerParameterizedIntegrationTest).
 
 §7 Cleaner lines not covered here, and why:
-- testSegmentWithOffsetOverflow: a segment whose offsets overflow 32-bit relative offsets can
-  only come from pre-0.11 brokers; the Log splits such segments when it loads them
-  (``Log._split_overflowed_segment``), so the cleaner never sees one from a loaded log. If it
-  did, ``clean_segments`` turns the ``OffsetOverflowError`` into ``LogCleaningAbortedError``
-  but leaves the split to the next load (log.py owns splitting).
 - testRecoveryAfterCrash: crash recovery of a clean (``.cleaned``/``.swap`` leftovers) is the
   crash tests' (LogLoader, log.py) and not the Cleaner's.
 - testCleansCombinedCompactAndDeleteTopic, cleanerTest's checkpoint part: retention and the
@@ -984,3 +979,41 @@ def test_append_of_pyarrow_table_then_clean(tmp_path):
     clean(make_cleaner(), log)
     t = log.read(0, max_bytes=1 << 30)
     assert t.column("value").to_pylist() == [b"26", b"27", b"28", b"29"]
+
+
+def test_segment_with_offset_overflow_is_split_and_the_round_aborted(tmp_path: Path) -> None:
+    """[LogCleanerTest.testSegmentWithOffsetOverflow] Cleaning a segment whose offsets overflow
+    32-bit relative offsets (a pre-0.11 broker's segment the load did not recover: it was below
+    the recovery point and ended cleanly) first splits it and aborts that round
+    (LogCleaningAbortedError); afterwards each segment cleans normally."""
+    from storage_core.checkpoints import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+
+    big = 2**31 - 1
+    part = tmp_path / "t-0"
+    part.mkdir()
+    bases = [0, 1, 2, big + 5, big + 6]
+    keys = [b"a", b"a", b"b", b"b", b"c"]
+    (part / f"{0:020d}.log").write_bytes(b"".join(
+        build_batch([RecordInput(b"v%d" % i, k, 1_700_000_000_000 + i)], base_offset=b)
+        for i, (b, k) in enumerate(zip(bases, keys))))
+    active = 2 * big + 20
+    (part / f"{active:020d}.log").write_bytes(
+        build_batch([RecordInput(b"v5", b"d", 1_700_000_000_005)], base_offset=active))
+    for base in (0, active):
+        for suffix in (".index", ".timeindex"):
+            (part / f"{base:020d}{suffix}").write_bytes(b"")
+    OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT).write({("t", 0): active + 1})
+    with Log.open(part, LogConfig(cleanup_policy="compact", file_delete_delay_ms=0)) as log:
+        assert [s.base_offset for s in log.segments] == [0, active]      # not recovered, not split
+        cleaner = Cleaner(1 << 20)
+        with pytest.raises(LogCleaningAbortedError, match="split"):
+            cleaner.clean(LogToClean(log, 0, active))
+        assert [s.base_offset for s in log.segments] == [0, big + 5, active]
+        assert not [p for p in part.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+        end, _ = cleaner.clean(LogToClean(log, 0, active))
+        assert end == active
+        got = log.read(0, max_bytes=1 << 20)
+        assert got.column("offset").to_pylist() == [1, big + 5, big + 6, active]
+        assert got.column("key").to_pylist() == [b"a", b"b", b"c", b"d"]
+    with Log.open(part) as log:                                            # and it reloads
+        assert log.read(0, max_bytes=1 << 20).column("offset").to_pylist() == [1, big + 5, big + 6, active]
