@@ -1080,6 +1080,17 @@ class Log:
             self._write_checkpoints()
             return offset
 
+    def update_config(self, config: LogConfig) -> None:
+        """``UnifiedLog.updateConfig``: a topic's configuration changed; later appends, rolls,
+        flushes, retention and cleaning follow ``config`` (existing index files keep their
+        size until their segment rolls, as in Kafka)."""
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                # an open segment keeps its index size: its preallocated length is what tells
+                # an unclean stop apart after a restart (LogSegment.indexes_preallocated)
+                seg.config = config.with_changes(segment_index_bytes=seg.config.segment_index_bytes)
+
     # ---------------------------------------------------------------------------- retention
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
