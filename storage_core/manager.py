@@ -587,7 +587,7 @@ class LogManager:
             tp = TopicPartition(*key)
             pause = self._cleaner is not None and offset < lg.active_segment.base_offset
             if pause:
-                self._cleaner.abort_cleaning(tp)
+                self._cleaner.abort_and_pause_cleaning(tp)
             try:
                 lg.truncate_to(offset)
                 if pause:

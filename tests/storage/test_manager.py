@@ -645,3 +645,42 @@ def test_log_files_stay_in_kafkas_layout(tmp_path: Path, clock: Clock) -> None:
     assert entries == {"t-0": True, LOCK_FILE: False, RECOVERY_POINT_CHECKPOINT: False,
                        LOG_START_OFFSET_CHECKPOINT: False, CLEAN_SHUTDOWN_FILE: False, TOPIC_CONFIG_FILE: False}
     assert os.stat(tmp_path / TOPIC_CONFIG_FILE).st_size > 0
+
+
+def test_truncate_to_pauses_cleaning_and_lowers_the_cleaner_checkpoint(tmp_path: Path, clock: Clock) -> None:
+    """LogManager.truncateTo: cleaning of the log is paused around a truncation below its active
+    segment and its cleaner checkpoint lowered to the new active segment (maybeTruncateCheckpoint);
+    the recovery points are checkpointed."""
+    with open_mgr(tmp_path, clock, cleaner_config=CleanerConfig()) as mgr:
+        # segments too small to be grouped: the cleaner keeps one segment per segment
+        mgr.alter_topic_config("k", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                     "segment.bytes": "300"})
+        lg = mgr.get_or_create_log(("k", 0))
+        keyed(lg, 10, 4)
+        mgr.compact(NOW)
+        assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {("k", 0): 40}
+        assert [s.base_offset for s in lg.segments] == [0, 10, 20, 30, 40]
+        # at a segment boundary (a truncation that empties a segment whose first offsets were
+        # cleaned away ends the log at that segment's base offset, see the report)
+        mgr.truncate_to({("k", 0): 30})
+        assert lg.log_end_offset == 30 and lg.active_segment.base_offset == 30
+        assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {("k", 0): 30}
+        assert mgr.cleaner.cleaner_manager.cleaning_state(("k", 0)) is None
+        assert OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT).read()[("k", 0)] <= 30
+
+
+def test_background_cleaner_threads(tmp_path: Path) -> None:
+    """LogManager.open(background=True): the scheduler's thread and the cleaner's own threads
+    (LogCleaner.startup); a compacted topic gets cleaned without anyone driving it; shutdown
+    stops both and still writes the clean marker."""
+    mgr = LogManager.open([tmp_path], background=True, cleaner_config=CleanerConfig(backoff_ms=20))
+    try:
+        mgr.alter_topic_config("k", {"cleanup.policy": "compact"})
+        lg = mgr.get_or_create_log(("k", 0))
+        keyed(lg, 10, 3)
+        assert mgr.scheduler.task(CLEANER_TASK) is None        # the threads clean, not the task
+        assert mgr.cleaner.await_cleaned(("k", 0), 30, max_wait_ms=20_000)
+        assert lg.read(lg.log_start_offset).num_rows == 10
+    finally:
+        mgr.shutdown()
+    assert not mgr.cleaner.cleaners and (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
