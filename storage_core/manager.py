@@ -366,6 +366,8 @@ class LogManager:
         started = time.perf_counter()
         total = 0
         unclean = []
+        # read once; a file that cannot be read stops the start (no partition's config is known)
+        overrides = self.config_repository.read_all()
         for d in self._dirs.values():
             marker = CleanShutdownFile(d.path)
             if marker.exists():
@@ -387,7 +389,7 @@ class LogManager:
                 unclean.append(str(d.path))
             with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
                                     thread_name_prefix=f"log-recovery-{d.path.name}") as pool:
-                futures = [(p, pool.submit(self._load_log, d, p)) for p in candidates]
+                futures = [(p, pool.submit(self._load_log, d, p, overrides)) for p in candidates]
                 errors = 0
                 for p, fut in futures:
                     try:
@@ -426,10 +428,10 @@ class LogManager:
             out.append(entry)
         return out
 
-    def _load_log(self, d: _DataDir, path: Path) -> Log:
+    def _load_log(self, d: _DataDir, path: Path, overrides: Mapping[str, Mapping[str, str]]) -> Log:
         """``LogManager.loadLog``."""
         tp = parse_topic_partition_dir(path.name)
-        config = self.config_repository.topic_config(tp.topic)
+        config = self.config_repository.topic_config(tp.topic, overrides)
         clean = d.had_clean_shutdown
         if clean:
             # the marker vouches for what the manager closed; a file written after it (another

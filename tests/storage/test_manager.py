@@ -675,12 +675,27 @@ def test_background_cleaner_threads(tmp_path: Path) -> None:
     stops both and still writes the clean marker."""
     mgr = LogManager.open([tmp_path], background=True, cleaner_config=CleanerConfig(backoff_ms=20))
     try:
-        mgr.alter_topic_config("k", {"cleanup.policy": "compact"})
         lg = mgr.get_or_create_log(("k", 0))
         keyed(lg, 10, 3)
+        # compacted only now, so the thread sees all three segments at once (cleaning between
+        # the rounds could leave the last one below min.cleanable.dirty.ratio)
+        mgr.alter_topic_config("k", {"cleanup.policy": "compact"})
         assert mgr.scheduler.task(CLEANER_TASK) is None        # the threads clean, not the task
         assert mgr.cleaner.await_cleaned(("k", 0), 30, max_wait_ms=20_000)
         assert lg.read(lg.log_start_offset).num_rows == 10
     finally:
         mgr.shutdown()
     assert not mgr.cleaner.cleaners and (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_corrupt_topic_config_file_stops_the_start(tmp_path: Path, clock: Clock) -> None:
+    """Without readable overrides no partition's configuration is known: the start fails naming
+    the file, and the dir is not left locked."""
+    (tmp_path / TOPIC_CONFIG_FILE).write_text("{not json")
+    with pytest.raises(Exception, match=TOPIC_CONFIG_FILE):
+        open_mgr(tmp_path, clock)
+    (tmp_path / TOPIC_CONFIG_FILE).write_text('{"version": 1, "topics": {"t": {"retention.ms": "x"}}}')
+    with Log.open(tmp_path / "t-0", clock=clock) as lg:
+        lg.append(records(1))
+    with open_mgr(tmp_path, clock) as mgr:        # a bad value fails that topic's partitions only
+        assert "retention.ms" in mgr.load_errors[tmp_path / "t-0"]
