@@ -164,6 +164,8 @@ def test_compact_topic_filter_force_and_json(data: Path, capsys) -> None:
 
 
 def test_compact_without_compacted_topics_and_bad_buffer(data: Path, capsys) -> None:
+    """Nothing to compact is not an error; [KafkaConfigTest.testFromPropsInvalid] a
+    log.cleaner.dedupe.buffer.size of 1024 is refused (must be > 1 MiB per cleaner thread)."""
     plain(data / "a-0", 1, NOW)
     code, out, _ = run(capsys, "compact", str(data))
     assert code == 0 and out == f"no compacted partitions in {data} (cleanup.policy=compact); nothing to do\n"
