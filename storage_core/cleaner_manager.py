@@ -300,7 +300,7 @@ class LogCleanerManager:
         self._in_progress: dict[TopicPartition, LogCleaningState] = {}
         self._uncleanable: dict[str, set[TopicPartition]] = {}
         self._dirtiest_log_cleanable_ratio = 0.0
-        self._time_of_last_run = _wall_ms()
+        self._time_of_last_run = clock()
 
     # ------------------------------------------------------------------ inputs
 
@@ -634,8 +634,9 @@ class LogCleanerManager:
 
     @property
     def time_since_last_run_ms(self) -> int:
-        """``time-since-last-run-ms`` (against the wall clock, as Kafka's gauge)."""
-        return _wall_ms() - self._time_of_last_run
+        """``time-since-last-run-ms``: since the last selection, on the manager's clock (Kafka
+        reads the system clock here and the injected one at the selection)."""
+        return self.clock() - self._time_of_last_run
 
     @property
     def time_of_last_run(self) -> int:

@@ -26,7 +26,8 @@ Checklist lines adapted or not applicable here:
   never written by ``Log.append``); cleaning legacy input is the Cleaner's own test
   (tests/storage/test_cleaner.py) on fixture segments.
 * LogCleanerIntegrationTest.testIsThreadFailed (not in the checklist): Python threads cannot be
-  interrupted; ``dead_thread_count`` counts threads that died of an unexpected error.
+  interrupted; the test makes the threads die of an unexpected error instead and checks
+  ``dead_thread_count``.
 """
 
 from __future__ import annotations
@@ -871,4 +872,55 @@ def test_time_since_last_run_and_dirty_percent(opened, log_dir, time) -> None:
     assert manager.grab_filthiest_compacted_log(time()) is None          # below the 0.99 ratio
     assert 0 < manager.max_dirty_percent < 99
     assert manager.time_of_last_run == time.now
+    time.sleep(500)
+    assert manager.time_since_last_run_ms == 500
     assert os.path.exists(log_dir / "cleaner-offset-checkpoint")
+
+
+def test_shutdown_during_a_clean_leaves_the_log_as_it_was(opened, log_dir) -> None:
+    """[LogCleaner.CleanerThread.checkDone: ThreadShutdownException] Shutting the cleaner down
+    while a thread cleans abandons the clean like an abort (nothing swapped in, the state
+    cleared, the checkpoint at most at the first dirty offset); a new cleaner then cleans it."""
+    wall = MockTime(int(_time.time() * 1000), auto_tick_ms=1)
+    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=64 << 10, cleanup_policy="compact",
+                                                 min_cleanable_dirty_ratio=0.0), wall)
+    keys = np.arange(60_000) % 2000
+    for lo in range(0, len(keys), 2000):
+        part = keys[lo:lo + 2000]
+        lg.append_raw(encode_batches(records(part, part, np.full(len(part), wall())), max_batch_bytes=16 << 10))
+    lg.roll()
+    before = read_log(lg)
+    cleaner = LogCleaner(cleaner_config(backoff_ms=10), [log_dir], {TP: lg}, clock=wall)
+    cleaner.start()
+    deadline = _time.monotonic() + 20
+    while cleaner.cleaner_manager.cleaning_state(TP) != LOG_CLEANING_IN_PROGRESS:
+        assert _time.monotonic() < deadline, "the thread never picked the log"
+        _time.sleep(0.001)
+    threads = list(cleaner.cleaners)
+    cleaner.shutdown()
+    assert all(not t.is_alive for t in threads) and not any(t.failed for t in threads)
+    assert cleaner.cleaner_manager.cleaning_state(TP) is None
+    if read_checkpoints(log_dir).get(TP, 0) == 0:        # abandoned before the swap
+        assert read_log(lg) == before
+    again = LogCleaner(cleaner_config(), [log_dir], {TP: lg}, clock=wall)
+    while again.clean_once() is not None:
+        pass
+    assert latest(read_log(lg)) == latest(before)
+    assert len(read_log(lg)) == 2000
+
+
+def test_a_thread_dying_of_an_unexpected_error_is_counted(log_dir) -> None:
+    """[LogCleanerIntegrationTest.testIsThreadFailed] A cleaner thread that dies of an error
+    outside any log's cleaning (here the partition map itself fails) is counted by
+    DeadThreadCount; shutdown still returns."""
+    def broken_logs():
+        raise RuntimeError("the log manager is gone")
+
+    cleaner = LogCleaner(cleaner_config(num_threads=2, backoff_ms=10), [log_dir], broken_logs)
+    cleaner.start()
+    deadline = _time.monotonic() + 10
+    while cleaner.dead_thread_count < 2:
+        assert _time.monotonic() < deadline, "the threads did not fail"
+        _time.sleep(0.01)
+    assert cleaner.metrics()["DeadThreadCount"] == 2
+    cleaner.shutdown()
