@@ -1033,6 +1033,7 @@ class Log:
                 # UnifiedLog.truncateTo: an epoch begun at the LEO with nothing appended goes
                 self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return
+            head = b""                  # the first bytes of the batch the truncation removes
             if offset < self._segments[0].base_offset:
                 for seg in self._segments:
                     seg.delete()
@@ -1045,8 +1046,18 @@ class Log:
                     seg.delete()
                 del self._segments[keep + 1:]
                 self._bases = self._bases[:keep + 1]
-                self._segments[-1].truncate_to(offset)
-            self._log_end_offset = self._segments[-1].read_next_offset()
+                seg = self._segments[-1]
+                found = seg.translate_offset(offset)
+                head = seg.read_bytes(found.position, 17) if found is not None else b""
+                seg.truncate_to(offset)
+            if len(head) < 17 or head[16] < 2:
+                self._log_end_offset = self._segments[-1].read_next_offset()
+            else:
+                # LocalLog.truncateTo: updateLogEndOffset(targetOffset), where the batch holding
+                # the target went whole (the log ends at that batch's base), so on a compacted
+                # log whose offsets below the target were cleaned away the end is the target,
+                # not the emptied segment's base
+                self._log_end_offset = min(offset, int.from_bytes(head[:8], "big", signed=True))
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             if self._log_end_offset == self.log_start_offset and len(self._segments) == 1 and \
@@ -1079,6 +1090,24 @@ class Log:
                 self._remove_and_delete_segments(doomed, "log start offset breach")
             self._write_checkpoints()
             return offset
+
+    @property
+    def last_flush_ms(self) -> int:
+        """When the log was last flushed whole (``UnifiedLog.lastFlushTime``)."""
+        return self._last_flush_ms
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        """``UnifiedLog.removeExpiredProducers`` (the periodic producer expiration check):
+        producers idle for ``producer.id.expiration.ms`` with no open transaction are forgotten."""
+        self._check_writable()
+        with self._lock:
+            self.producer_state.remove_expired_producers(self.clock() if now_ms is None else now_ms)
+
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> None:
+        """Prune producer snapshots once the recovery point is checkpointed (the LogManager
+        calls this after writing ``recovery-point-offset-checkpoint``)."""
+        with self._lock:
+            self._delete_snapshots_after_recovery_point_checkpoint()
 
     def update_config(self, config: LogConfig) -> None:
         """``UnifiedLog.updateConfig``: a topic's configuration changed; later appends, rolls,

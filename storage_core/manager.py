@@ -188,12 +188,6 @@ def _newest_mtime_ns(directory: Path) -> int:
     return newest
 
 
-def _last_flush_ms(lg: Log) -> int:
-    # UnifiedLog.lastFlushTime; Log keeps it private for now
-    value = getattr(lg, "last_flush_ms", None)
-    return lg._last_flush_ms if value is None else value
-
-
 class LogManager:
     """The logs of ``log_dirs``. Build with ``LogManager.open`` (loads and schedules), or
     construct and call ``startup()``; ``shutdown()`` (or leaving the ``with`` block) closes it."""
@@ -618,11 +612,7 @@ class LogManager:
 
     @staticmethod
     def _apply_config(lg: Log, config: LogConfig) -> None:
-        update = getattr(lg, "update_config", None)
-        if update is not None:
-            update(config)
-        else:
-            lg.config = config     # read at every retention, flush and roll decision
+        lg.update_config(config)
 
     # ------------------------------------------------------------------------ checkpoints
 
@@ -667,12 +657,8 @@ class LogManager:
                 log.error("Disk error while writing to recovery point file in %s", data_dir, exc_info=True)
                 continue
             for lg in logs.values():
-                prune = getattr(lg, "delete_snapshots_after_recovery_point_checkpoint", None)
-                if prune is None:
-                    prune = lg._delete_snapshots_after_recovery_point_checkpoint
                 try:
-                    with lg._lock:
-                        prune()
+                    lg.delete_snapshots_after_recovery_point_checkpoint()
                 except (OSError, KafkaLogError):
                     log.warning("Could not prune producer snapshots of %s", lg.dir, exc_info=True)
 
@@ -799,7 +785,7 @@ class LogManager:
             if lg.config.flush_ms >= LONG_MAX:
                 continue
             try:
-                if now - _last_flush_ms(lg) >= lg.config.flush_ms:
+                if now - lg.last_flush_ms >= lg.config.flush_ms:
                     log.debug("Flushing %s (flush.ms %d)", lg.dir.name, lg.config.flush_ms)
                     lg.flush()
                     flushed.append(tp)
@@ -828,13 +814,8 @@ class LogManager:
         ``producer.id.expiration.ms`` are forgotten (under the log's lock)."""
         now = self._now(now_ms)
         for lg in self.all_logs():
-            expire = getattr(lg, "remove_expired_producers", None)
             try:
-                if expire is not None:
-                    expire(now)
-                else:
-                    with lg._lock:
-                        lg.producer_state.remove_expired_producers(now)
+                lg.remove_expired_producers(now)
             except (OSError, KafkaLogError):
                 log.error("Error expiring producers of %s", lg.dir, exc_info=True)
 

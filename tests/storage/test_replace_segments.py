@@ -113,3 +113,34 @@ def test_every_step_of_a_swap_reads_each_offset_once(tmp_path: Path, step: str) 
         expected = [0, 5, 10, 15] if step == "cleaned" else [0, 15]
         assert [s.base_offset for s in w.segments] == expected
     assert not any(p.name.endswith((".swap", ".cleaned", ".deleted")) for p in d.iterdir())
+
+
+def test_truncation_that_empties_a_cleaned_segment_keeps_the_target_as_end(tmp_path: Path) -> None:
+    """[LocalLog.truncateTo sets the log end offset to the target] A cleaned segment may hold
+    only its last offsets (everything below compacted away): truncating to the first of those
+    leaves the log end offset at the target, not at the emptied segment's base."""
+    log = _log(tmp_path / "t-0", delay=0)
+    try:
+        first = log.segments[0]
+        # what a clean leaves when offsets 0..3 of the first segment were compacted away
+        data = first.read_bytes(0, first.size)
+        from storage_core.format.log_input_stream import scan_batches
+        scan = scan_batches(data)
+        keep = [i for i in range(len(scan)) if int(scan.last_offset[i]) >= 4]
+        new = LogSegment.open(log.dir, 0, log.config, file_suffix=CLEANED_SUFFIX, preallocate=False)
+        part = b"".join(data[int(scan.position[i]):int(scan.position[i]) + int(scan.size[i])] for i in keep)
+        if int(scan.base_offset[keep[0]]) < 4:
+            # one batch of five: rebuild as a batch holding only offset 4 (ends the segment)
+            from storage_core.format.record_batch import RecordInput, build_batch
+            part = build_batch([RecordInput(b"v004", b"k004", 0)], base_offset=4)
+        new.append(4, 0, 4, part)
+        new.on_become_inactive_segment()
+        new.flush()
+        log.replace_segments([new], [first])
+        log.truncate_to(4)                               # empties the cleaned segment
+        assert log.log_end_offset == 4
+        assert log.append(_records(1, 100)).first_offset == 4
+    finally:
+        log.close()
+    with Log.open(tmp_path / "t-0") as log:
+        assert log.log_end_offset == 5
