@@ -42,6 +42,7 @@ from storage_core.format.record_batch import CRC_OFFSET, crc32c, increment_seque
 from storage_core.log import Log
 
 from .options import SinkOptions, default_staging
+from .staged_append import append_staged, can_append_staged
 from .writer import ProducerIdentity, StagedRun
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,11 @@ class SinkCoordinator:
             entry = log_.producer_state.last_entry(producer.producer_id)
             seq = (increment_sequence(entry.last_seq, 1)
                    if entry is not None and entry.last_seq >= 0 else 0)
+            fast = can_append_staged(log_.config)
             for run in runs:
+                if fast:
+                    seq = append_staged(log_, run, producer, seq).next_sequence
+                    continue
                 for chunk in _staged_chunks(Path(run.path), run.size,
                                             min(STAGED_CHUNK, log_.config.segment_bytes)):
                     seq = number_sequences(chunk, seq)

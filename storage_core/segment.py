@@ -8,6 +8,7 @@ file, so they never block the writer and see exactly the bytes appended so far.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -230,14 +231,7 @@ class LogSegment:
         n = len(records) if not isinstance(records, memoryview) else records.nbytes
         if n == 0:
             return
-        position = self._size
-        if position == 0:
-            self.rolling_based_timestamp = largest_timestamp
-        if not 0 <= largest_offset - self.base_offset <= INT_MAX:
-            raise OffsetOverflowError(
-                f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
-        if position + n > INT_MAX:
-            raise RecordTooLargeError(f"Appending {n} bytes would overflow {self.log_path}")
+        position = self._check_append(largest_offset, largest_timestamp, n)
         if batches is None:
             batches = scan_batches(records)
         if batches.legacy_at_end or batches.end != n:     # magic 0/1 entries (copied logs)
@@ -248,6 +242,40 @@ class LogSegment:
             positions, sizes = batches.position, batches.size
             lasts, max_ts = batches.last_offset, batches.max_timestamp
         _write_all(self._fd, records, position)
+        self._appended(position, n, largest_timestamp, shallow_offset_of_max_timestamp,
+                       positions, sizes, lasts, max_ts)
+
+    def append_from_file(self, src_fd: int, src_position: int, size: int, largest_offset: int,
+                         largest_timestamp: int, shallow_offset_of_max_timestamp: int,
+                         batches: BatchArrays) -> None:
+        """``append`` of the ``size`` bytes of whole v2 batches at ``src_position`` of the file
+        ``src_fd``, copied by the kernel (``copy_file_range``, a positioned read and write where
+        the platform or file system has none) instead of through a buffer of ours; ``batches``
+        is their header walk, positions relative to ``src_position``. The caller has checked
+        the bytes (CRCs) and set every field; the indexes are exactly ``append``'s."""
+        if size == 0:
+            return
+        position = self._check_append(largest_offset, largest_timestamp, size)
+        _copy_all(src_fd, src_position, self._fd, position, size)
+        self._appended(position, size, largest_timestamp, shallow_offset_of_max_timestamp,
+                       batches.position, batches.size, batches.last_offset, batches.max_timestamp)
+
+    def _check_append(self, largest_offset: int, largest_timestamp: int, n: int) -> int:
+        position = self._size
+        if position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        if not 0 <= largest_offset - self.base_offset <= INT_MAX:
+            raise OffsetOverflowError(
+                f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
+        if position + n > INT_MAX:
+            raise RecordTooLargeError(f"Appending {n} bytes would overflow {self.log_path}")
+        return position
+
+    def _appended(self, position: int, n: int, largest_timestamp: int,
+                  shallow_offset_of_max_timestamp: int, positions: np.ndarray, sizes: np.ndarray,
+                  lasts: np.ndarray, max_ts: np.ndarray) -> None:
+        """The bookkeeping of ``n`` bytes just written at ``position``: size, max timestamp,
+        index entries."""
         self._size = position + n
         mts = self.max_timestamp_so_far
         if largest_timestamp > mts.timestamp:
@@ -563,6 +591,35 @@ def _write_all(fd: int, data, position: int) -> None:
         n = os.pwrite(fd, view, position)
         position += n
         view = view[n:]
+
+
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+
+
+def _copy_all(src_fd: int, src_position: int, dst_fd: int, dst_position: int, n: int) -> None:
+    """Copy ``n`` bytes between files in the kernel (``copy_file_range``: no trip through
+    user memory), falling back to positioned reads and writes where it is refused (another
+    file system on older kernels, no support)."""
+    done = 0
+    copy = getattr(os, "copy_file_range", None)
+    while done < n and copy is not None:
+        try:
+            k = copy(src_fd, dst_fd, n - done, src_position + done, dst_position + done)
+        except OSError as e:
+            if e.errno not in _NO_KERNEL_COPY:
+                raise
+            break
+        if k == 0:
+            raise CorruptRecordError(f"Source file ended after {done} of {n} bytes to copy",
+                                     position=src_position + done)
+        done += k
+    while done < n:
+        chunk = os.pread(src_fd, min(_CHUNK * 8, n - done), src_position + done)
+        if not chunk:
+            raise CorruptRecordError(f"Source file ended after {done} of {n} bytes to copy",
+                                     position=src_position + done)
+        _write_all(dst_fd, chunk, dst_position + done)
+        done += len(chunk)
 
 
 __all__ = ["LogSegment", "LogOffsetPosition", "TimestampAndOffset", "filename_prefix",

@@ -72,3 +72,117 @@ def test_a_damaged_staged_file_fails_its_crc_before_numbering(tmp_path):
     path.write_bytes(damaged)
     with pytest.raises(CorruptRecordError, match="t-0.batches"):
         list(_staged_chunks(path, len(raw), chunk=2048))
+
+
+# ---------------------------------------------------------------- the commit's staged append
+
+
+def test_crc_after_field_change_matches_a_full_recomputation():
+    import os
+    import struct
+
+    import numpy as np
+
+    from storage_core.format.crc_patch import crc_after_field_change
+    from storage_core.format.record_batch import crc32c
+
+    crcs, olds, news, after, expected = [], [], [], [], []
+    for length in (0, 1, 3, 4, 5, 100, 4096, 1 << 20):
+        msg = bytearray(os.urandom(length + 20))
+        old = struct.unpack_from(">i", msg, 9)[0]
+        new = (old * 7 + 12345) % 2**31
+        crcs.append(crc32c(msg))
+        struct.pack_into(">i", msg, 9, new)
+        olds.append(old)
+        news.append(new)
+        after.append(len(msg) - 13)
+        expected.append(crc32c(msg))
+    got = crc_after_field_change(np.array(crcs), np.array(olds), np.array(news), np.array(after))
+    assert got.tolist() == expected
+
+
+def _stage_and_commit(tmp_path: Path, name: str, fast: bool, monkeypatch, **options) -> Path:
+    from kafka_log_sink import commit
+    from kafka_log_sink.options import parse_sink_options
+    from kafka_log_sink.staged_append import can_append_staged
+    from kafka_log_sink.writer import ProducerIdentity, stage_all
+
+    monkeypatch.setattr(commit, "can_append_staged",
+                        can_append_staged if fast else (lambda config: False))
+    rows = 20_000
+    table = pa.table({"key": pa.array([b"k%d" % i for i in range(rows)]),
+                      "value": pa.array([b"v" * (i % 300) for i in range(rows)]),
+                      "timestamp": pa.array(list(range(10**12, 10**12 + rows)), pa.int64())
+                      .cast(pa.timestamp("ms"))})
+    root = tmp_path / name
+    opts = parse_sink_options({"path": str(root), "topic": "t", "numPartitions": "2",
+                               "stagingLocation": str(tmp_path / f"staging-{name}"),
+                               "checkpointLocation": str(tmp_path / f"chk-{name}"), **options})
+    producer = ProducerIdentity(4242, 1)
+    for batch_id in range(3):
+        messages = [stage_all(opts, producer, "w", batch_id,
+                              iter(table.slice(i * rows // 2, rows // 2).to_batches(3000)))
+                    for i in range(2)]
+        commit.SinkCoordinator(opts).commit([r for m in messages for r in m.runs], batch_id,
+                                            producer)
+    return root
+
+
+def _data_batches(path: Path) -> bytes:
+    raw = path.read_bytes()
+    scan = scan_batches(raw)
+    return b"".join(raw[p:p + s] for p, s, a in zip(scan.position.tolist(), scan.size.tolist(),
+                                                     scan.column("attributes").tolist())
+                    if not a & 0x20)
+
+
+@pytest.mark.parametrize("options", [{}, {"segment.bytes": "300000", "batch.size": "50000",
+                                      "index.interval.bytes": "999"}],
+                         ids=["one-segment", "rolling"])
+def test_staged_append_writes_what_the_validated_path_writes(tmp_path, monkeypatch, options):
+    """The commit's kernel-copy append (headers numbered in the staged file, CRCs patched)
+    against ``Log.append_raw`` of the same staged bytes: the same data batches byte for byte,
+    the same segments and offset indexes; the storage engine's verification passes."""
+    from storage_core.cli import main as cli_main
+
+    fast = _stage_and_commit(tmp_path, "fast", True, monkeypatch, **options)
+    slow = _stage_and_commit(tmp_path, "slow", False, monkeypatch, **options)
+    fast_files = sorted(p.relative_to(fast) for p in fast.rglob("*") if p.is_file())
+    assert fast_files == sorted(p.relative_to(slow) for p in slow.rglob("*") if p.is_file())
+    logs = [p for p in fast_files if p.suffix == ".log"]
+    assert len(logs) > (6 if options else 1)
+    for rel in logs:
+        assert _data_batches(fast / rel) == _data_batches(slow / rel), rel
+    for rel in (p for p in fast_files if p.suffix == ".index"):
+        assert (fast / rel).read_bytes() == (slow / rel).read_bytes(), rel
+    assert cli_main(["verify", str(fast)]) == 0
+    decoded = pa.concat_tables(decode_run(_data_batches(fast / rel)).table for rel in logs)
+    assert decoded.num_rows == 3 * 20_000
+
+
+def test_a_staged_file_changed_after_its_task_is_refused_before_anything_is_appended(
+        tmp_path, monkeypatch):
+    from kafka_log_sink.commit import SinkCoordinator
+    from kafka_log_sink.options import parse_sink_options
+    from kafka_log_sink.writer import ProducerIdentity, stage_all
+    from storage_core.log import Log
+
+    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
+                               "stagingLocation": str(tmp_path / "staging")})
+    producer = ProducerIdentity(99)
+    table = pa.table({"value": pa.array([b"v%d" % i for i in range(5000)])})
+    for damage in ("flip", "truncate"):
+        message = stage_all(opts, producer, "w", 0, iter(table.to_batches(1000)))
+        (run,) = message.runs
+        raw = bytearray(Path(run.path).read_bytes())
+        if damage == "flip":
+            raw[len(raw) // 2] ^= 0x01
+        else:
+            raw = raw[:-7]
+        Path(run.path).write_bytes(raw)
+        with pytest.raises(KafkaLogError, match=r"t-0\.batches"):
+            SinkCoordinator(opts).commit([run], 0, producer)
+        with Log.open(tmp_path / "out" / "t-0") as log_:
+            assert log_.log_end_offset == 0 or all(
+                t.producer_id != 99 for t in log_.producer_state.ongoing_txns.values())
+            assert log_.last_stable_offset == log_.log_end_offset

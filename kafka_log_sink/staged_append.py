@@ -1,0 +1,214 @@
+"""The commit's append of staged files: the tasks' bytes moved into a partition log by the
+kernel, the driver touching only batch headers.
+
+A task stages final record batches: records, compression, timestamps, producer id and epoch,
+the transactional flag, all inside the CRC and final when the task writes them. Two fields
+are not: the base offset (outside the CRC, as a broker assigns it) and the base sequence,
+which only the commit can number, because several tasks write one partition under the query's
+one producer id and Kafka wants that producer's sequences consecutive in a partition. The
+commit therefore, per staged file:
+
+1. maps it and checks every batch's CRC (a torn or damaged staged file never reaches a log),
+   and checks the headers are what a task of this query writes;
+2. numbers the batches in the map: base offsets from the log end offset, base sequences from
+   the producer's last one in the partition, each CRC updated for its new sequence from the
+   old CRC alone (``crc_patch``: the payload is not read again);
+3. appends them a group at a time as ``Log._append`` does (roll check, the producer state's
+   sequence and epoch validation, index entries, log end offset, flush policy), the bytes
+   copied staged file -> segment by ``copy_file_range``.
+
+What it skips, next to ``Log.append_raw``, is the per-record validation of a client's append
+(``LogValidator``): these batches come from the query's own encoder, checked by CRC, as a
+broker trusts its own coordinator's writes. Topics whose policy needs the records looked at
+(compaction's keys, a CreateTime window, LogAppendTime stamping) keep the validated path.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from storage_core.config import LONG_MAX, LogConfig
+from storage_core.errors import CorruptRecordError, KafkaLogError, RecordTooLargeError
+from storage_core.format.crc_patch import crc_after_field_change
+from storage_core.format.log_input_stream import BatchArrays, scan_batches
+from storage_core.format.record_batch import (CONTROL_FLAG_MASK, CRC_OFFSET,
+                                              NO_PARTITION_LEADER_EPOCH, TIMESTAMP_TYPE_MASK,
+                                              TRANSACTIONAL_FLAG_MASK)
+from storage_core.log import Log
+from storage_core.producer_state import AppendOrigin
+
+from .writer import ProducerIdentity, StagedRun
+
+BASE_SEQUENCE_OFFSET = 53
+GROUP_BYTES = 8 << 20       # bytes appended at a time: the validated path's piece size, so
+                            # both paths roll segments at the same batches
+_COL = {"base_offset": 2, "crc": 5, "base_sequence": 12}
+
+
+def can_append_staged(config: LogConfig) -> bool:
+    """Whether a topic's policy lets staged batches in without looking at their records."""
+    return (not config.compact and config.message_timestamp_type == "CreateTime"
+            and config.message_timestamp_before_max_ms == LONG_MAX
+            and config.message_timestamp_after_max_ms == LONG_MAX)
+
+
+@dataclass(frozen=True)
+class StagedAppend:
+    """What one staged file added to a log."""
+
+    first_offset: int
+    last_offset: int
+    records: int
+    next_sequence: int
+
+
+def append_staged(log_: Log, run: StagedRun, producer: ProducerIdentity,
+                  first_sequence: int) -> StagedAppend:
+    """Append the staged file of ``run`` to ``log_`` as batches of ``producer`` numbered from
+    ``first_sequence``; returns what was appended and the next sequence. Raises before
+    writing anything if the file is not exactly ``run.size`` bytes of intact batches of this
+    producer."""
+    path = Path(run.path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        if size != run.size:
+            raise KafkaLogError(f"Staged file {path} holds {size} bytes, its task wrote "
+                                f"{run.size}: staging was changed or truncated")
+        if size == 0:
+            return StagedAppend(-1, -1, 0, first_sequence)
+        with log_._lock:
+            scan = _number(fd, size, path, log_, producer, first_sequence)
+            first = log_.log_end_offset
+            for lo, hi in _groups(scan, min(GROUP_BYTES, log_.config.segment_bytes)):
+                _append_group(log_, fd, scan, lo, hi)
+        counts = scan.records_count
+        total = int(counts.sum())
+        return StagedAppend(first, log_.log_end_offset - 1, total,
+                            (first_sequence + total) % 2**31)
+    finally:
+        os.close(fd)
+
+
+def _number(fd: int, size: int, path: Path, log_: Log, producer: ProducerIdentity,
+            first_sequence: int) -> BatchArrays:
+    """Check the staged batches (CRCs, headers) and give them their base offsets and base
+    sequences in place; returns their header walk as patched."""
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)   # one fault-in, not 60k
+    with mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE) as m:
+        scan = scan_batches(m, verify=True, source=str(path))
+        if scan.legacy_at_end or scan.end != size:
+            raise KafkaLogError(f"Staged file {path} ends with {size - scan.end} bytes that are "
+                                f"not a whole batch after {scan.end} of {size} bytes: staging "
+                                f"was changed or truncated")
+        _check_headers(scan, producer, log_.config, path)
+        counts = scan.records_count
+        seqs = first_sequence + np.cumsum(counts) - counts
+        seqs = np.where(seqs > 2**31 - 1, seqs - 2**31, seqs)          # sequences wrap
+        bases = log_.log_end_offset + np.cumsum(counts) - counts
+        old_seqs = scan.column("base_sequence")
+        crcs = crc_after_field_change(scan.column("crc"), old_seqs, seqs,
+                                      scan.size - BASE_SEQUENCE_OFFSET - 4)
+        view = np.frombuffer(m, np.uint8)
+        pos = scan.position
+        try:
+            _put(view, pos, bases.astype(">i8"))
+            _put(view, pos + BASE_SEQUENCE_OFFSET, seqs.astype(">i4"))
+            _put(view, pos + CRC_OFFSET, crcs.astype(">u4"))
+        finally:
+            del view                    # the map must have no exports left when it closes
+    scan.fields[:, _COL["base_offset"]] = bases
+    scan.fields[:, _COL["base_sequence"]] = seqs
+    scan.fields[:, _COL["crc"]] = crcs
+    return scan
+
+
+def _put(view: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
+    """Write each big-endian value to its position in ``view``."""
+    width = values.dtype.itemsize
+    view[at[:, None] + np.arange(width)] = values.view(np.uint8).reshape(-1, width)
+
+
+def _check_headers(scan: BatchArrays, producer: ProducerIdentity, config: LogConfig,
+                   path: Path) -> None:
+    """The staged batches are data batches of this query's transactional producer, in
+    CreateTime, records numbered 0..n-1, each within max.message.bytes: what a task writes."""
+    attrs = scan.column("attributes")
+    counts = scan.records_count
+    bad = np.flatnonzero(
+        (scan.column("producer_id") != producer.producer_id)
+        | (scan.column("producer_epoch") != producer.epoch)
+        | ((attrs & TRANSACTIONAL_FLAG_MASK) == 0) | ((attrs & CONTROL_FLAG_MASK) != 0)
+        | ((attrs & TIMESTAMP_TYPE_MASK) != 0)
+        | (scan.column("partition_leader_epoch") != NO_PARTITION_LEADER_EPOCH)
+        | (counts < 1) | (scan.column("last_offset_delta") != counts - 1))
+    if bad.size:
+        i = int(bad[0])
+        raise CorruptRecordError(
+            f"Staged batch at position {int(scan.position[i])} of {path} is not a batch of "
+            f"producer {producer.producer_id} (epoch {producer.epoch}) as the sink's tasks "
+            f"write them: {scan.header(i)}", position=int(scan.position[i]))
+    too_big = np.flatnonzero(scan.size > config.max_message_bytes)
+    if too_big.size:
+        i = int(too_big[0])
+        raise RecordTooLargeError(
+            f"The batch at position {int(scan.position[i])} of {path} is {int(scan.size[i])} "
+            f"bytes, larger than max.message.bytes {config.max_message_bytes}")
+
+
+def _groups(scan: BatchArrays, limit: int) -> list[tuple[int, int]]:
+    """Batch index ranges of at most ``limit`` bytes each (a larger batch on its own)."""
+    ends = scan.position + scan.size
+    out, lo, n = [], 0, len(scan)
+    while lo < n:
+        hi = max(int(np.searchsorted(ends, scan.position[lo] + limit, side="right")), lo + 1)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _append_group(log_: Log, fd: int, scan: BatchArrays, lo: int, hi: int) -> None:
+    """Batches ``lo..hi`` of the staged file appended as ``Log._append`` appends a producer's
+    request once validated (the log's lock held by the caller)."""
+    start = int(scan.position[lo])
+    size = int(scan.position[hi - 1] + scan.size[hi - 1]) - start
+    if size > log_.config.segment_bytes:
+        raise RecordTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {log_.dir.name} which "
+            f"exceeds the maximum configured segment size of {log_.config.segment_bytes}.")
+    group = BatchArrays(scan.fields[lo:hi].copy(), size)
+    group.fields[:, 0] -= start
+    lasts = group.last_offset
+    mts = group.max_timestamp
+    top = int(np.argmax(mts))               # the first batch with the largest timestamp
+    max_ts, shallow = int(mts[top]), int(lasts[top])
+    if max_ts < 0:
+        max_ts, shallow = -1, -1
+    first, last = int(group.base_offset[0]), int(lasts[-1])
+    if first != log_.log_end_offset:
+        raise KafkaLogError(f"Staged batches numbered from {first}, but {log_.dir.name} ends "
+                            f"at {log_.log_end_offset}")
+    now = log_.clock()
+    seg = log_.active_segment
+    if seg.should_roll(incoming_bytes=size, max_timestamp_in_messages=max_ts,
+                       max_offset_in_messages=last, now_ms=now):
+        seg = log_.roll(first)
+    psm = log_.producer_state
+    # UnifiedLog.analyzeAndValidateProducerState: epochs, sequences, the open transaction
+    pending = psm.analyze_append(((None, group.info(i)) for i in range(hi - lo)),
+                                 AppendOrigin.CLIENT, segment_base_offset=seg.base_offset,
+                                 start_position=seg.size)
+    if pending.duplicate is not None:
+        raise KafkaLogError(f"Staged batches of {log_.dir.name} repeat the producer's batch "
+                            f"{pending.duplicate}: not appended")
+    seg.append_from_file(fd, start, size, last, max_ts, shallow, group)
+    log_._log_end_offset = last + 1
+    psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
+    psm.on_high_watermark_updated(log_.high_watermark)
+    log_._unflushed += int(group.records_count.sum())
+    log_._flush_per_policy(now)
