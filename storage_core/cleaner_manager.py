@@ -32,6 +32,7 @@ the abort (Kafka's ``abortAndPauseCleaning`` has the same contract).
 from __future__ import annotations
 
 import fcntl
+import inspect
 import logging
 import os
 import struct
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
 from .config import CleanerConfig
 from .errors import KafkaLogError, LogCleaningAbortedError, LogCleaningError
+from .throttler import Throttler
 
 if TYPE_CHECKING:                      # runtime imports of cleaner.py are deferred, see _cleaner()
     from .cleaner import Cleaner, CleanerStats, LogToClean
@@ -685,13 +687,21 @@ class CleanerThread:
         self.thread_id = thread_id
         self.name = f"kafka-log-cleaner-thread-{thread_id}"
         config = owner.config
-        self.cleaner: Cleaner = _cleaner().Cleaner(
-            min(config.dedupe_buffer_size // config.num_threads, 2**31 - 1),
+        cleaner_class = _cleaner().Cleaner
+        options: dict[str, Any] = dict(
             io_buffer_size=max(1, config.io_buffer_size // config.num_threads // 2),
             max_io_buffer_size=config.max_message_size,
             dedupe_buffer_load_factor=config.dedupe_buffer_load_factor,
             clock=owner.clock,
             check_done=self._check_done)
+        # log.cleaner.io.max.bytes.per.second: the threads' shared Throttler, for a Cleaner
+        # that reports its I/O to one (Kafka's Cleaner calls throttler.maybeThrottle)
+        if "throttler" in inspect.signature(cleaner_class).parameters:
+            options["throttler"] = owner.throttler
+        elif config.max_io_bytes_per_second != float("inf"):
+            log.warning("This Cleaner takes no throttler: log.cleaner.io.max.bytes.per.second is not applied")
+        self.cleaner: Cleaner = cleaner_class(
+            min(config.dedupe_buffer_size // config.num_threads, 2**31 - 1), **options)
         self.last_stats: CleanerStats | None = None
         self.last_pre_clean_stats = PreCleanStats()
         self._running = threading.Event()
@@ -868,6 +878,8 @@ class LogCleaner:
         self.clock = clock
         self.log_dir_failure_handler = log_dir_failure_handler
         self.cleaner_manager = LogCleanerManager(log_dirs, logs, clock)
+        # one throttle for all the threads' I/O, checked every 300 ms (Kafka's LogCleaner)
+        self.throttler = Throttler(config.max_io_bytes_per_second, 300)
         self.cleaners: list[CleanerThread] = []
         self._manual: CleanerThread | None = None
         self._lock = threading.Lock()

@@ -924,3 +924,32 @@ def test_a_thread_dying_of_an_unexpected_error_is_counted(log_dir) -> None:
         _time.sleep(0.01)
     assert cleaner.metrics()["DeadThreadCount"] == 2
     cleaner.shutdown()
+
+
+def test_throttler_sleeps_to_the_desired_rate() -> None:
+    """[ThrottlerTest / log.cleaner.io.max.bytes.per.second] Above the desired rate over a check
+    interval, the throttler sleeps long enough to bring the interval back to that rate; below it,
+    or at an infinite rate, it never sleeps. The cleaner's threads share one."""
+    from storage_core.throttler import Throttler
+
+    now = [0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += int(s * 1e9)
+
+    t = Throttler(1000.0, 100, nanoseconds=lambda: now[0], sleep=sleep)
+    t.maybe_throttle(1000)              # within the interval: no check yet
+    now[0] += 200_000_000
+    t.maybe_throttle(0)                 # 1000 bytes in 200 ms = 5000/s: sleep 800 ms
+    assert slept == [0.8]
+    now[0] += 2_000_000_000
+    t.maybe_throttle(100)               # 100 bytes in 2 s: below the rate
+    assert slept == [0.8]
+    free = Throttler(float("inf"), 100, nanoseconds=lambda: now[0], sleep=sleep)
+    now[0] += 10**9
+    free.maybe_throttle(10**12)
+    assert slept == [0.8] and free.total_observed == 10**12
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=4 << 20, max_io_bytes_per_second=5e6), [], {})
+    assert cleaner.throttler.desired_rate_per_sec == 5e6
