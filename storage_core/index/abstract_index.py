@@ -142,8 +142,16 @@ class AbstractIndex:
                 self._length = self._entries = 0
                 return
             try:
-                self._length = os.fstat(fd).st_size
-                self._mm = self._map(fd, self._length)
+                for attempt in range(100):
+                    self._length = os.fstat(fd).st_size
+                    try:
+                        self._mm = self._map(fd, self._length)
+                        break
+                    except ValueError:
+                        # the writer trimmed the index (roll, close) between the size and the
+                        # map: take the new size
+                        if attempt == 99:
+                            raise
             finally:
                 os.close(fd)
             self._entries = self._length // es

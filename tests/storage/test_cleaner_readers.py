@@ -39,7 +39,6 @@ _spec.loader.exec_module(ccr)
 SLOW = os.environ.get("KAFKALOG_SLOW") == "1"
 SECONDS = 25.0 if SLOW else 6.0
 READERS = 2
-KNOWN_INDEX_RACE = "mmap length is greater than file size"
 
 
 @pytest.mark.parametrize("file_delete_delay_ms", [0, 200])
@@ -86,10 +85,6 @@ def test_readers_never_fail_during_retention_and_compaction(tmp_path: Path, file
     try:
         assert not errors, f"writer failed: {errors[0]!r}"
         for r, (out, err) in zip(readers, results):
-            if r.returncode != 0 and KNOWN_INDEX_RACE in err:
-                pytest.xfail("read-only index open races with the writer trimming that index (roll, "
-                             "close): AbstractIndex._open maps the length it fstat'ed after the file "
-                             "shrank; the read-only _map should re-fstat and retry")
             assert r.returncode == 0, f"reader failed:\n{err[-4000:]}"
             _, seen, opens = out.split()
             assert int(seen) > 0 and int(opens) > 1, out
