@@ -773,8 +773,10 @@ class Cleaner:
     def __init__(self, offset_map_memory: int, *, io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
                  max_io_buffer_size: int = DEFAULT_MAX_IO_BUFFER_SIZE,
                  dedupe_buffer_load_factor: float = 0.9, clock: Callable[[], int] = _wall_ms,
-                 check_done: Callable[[Log], None] | None = None) -> None:
+                 check_done: Callable[[Log], None] | None = None, throttler=None) -> None:
         self.offset_map = SkimpyOffsetMap(offset_map_memory)
+        # log.cleaner.io.max.bytes.per.second: Kafka's Cleaner reports every read and write
+        self.throttler = throttler
         self.io_buffer_size = io_buffer_size
         self.max_io_buffer_size = max_io_buffer_size
         self.dup_buffer_load_factor = dedupe_buffer_load_factor
@@ -785,6 +787,10 @@ class Cleaner:
             raise LogCleaningError(
                 "offset map is too small to fit in even a single message, so log cleaning will never make "
                 "progress. You can increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
+
+    def _throttle(self, nbytes: int) -> None:
+        if self.throttler is not None and nbytes:
+            self.throttler.maybe_throttle(nbytes)
 
     # ---------------------------------------------------------------------------- doClean
 
@@ -882,6 +888,7 @@ class Cleaner:
             while position < seg.size:
                 self.check_done(log_)
                 chunk = seg.read_bytes(position, self._read_buffer_size)
+                self._throttle(len(chunk))
                 start_position = position
                 valid = 0
                 for kind, item in _walk_chunk(chunk, source, position):
@@ -1048,6 +1055,7 @@ class Cleaner:
             while position < source.size:
                 self.check_done(log_)
                 chunk = source.read_bytes(position, self._read_buffer_size)
+                self._throttle(len(chunk))
                 result = _filter_to(chunk, f, position)
                 stats.read_messages(result.messages_read, result.bytes_read)
                 stats.recopy_messages(result.messages_retained, result.bytes_retained)
@@ -1056,6 +1064,7 @@ class Cleaner:
                     out = b"".join(result.output)
                     largest, max_ts, shallow = _output_stats(out)
                     dest.append(largest, max_ts, shallow, out)
+                    self._throttle(len(out))
                 if chunk and result.bytes_read == 0:
                     self._grow_buffers_or_fail(source, position, log_.config.max_message_bytes, chunk)
         finally:

@@ -32,7 +32,6 @@ the abort (Kafka's ``abortAndPauseCleaning`` has the same contract).
 from __future__ import annotations
 
 import fcntl
-import inspect
 import logging
 import os
 import struct
@@ -695,11 +694,8 @@ class CleanerThread:
             clock=owner.clock,
             check_done=self._check_done)
         # log.cleaner.io.max.bytes.per.second: the threads' shared Throttler, for a Cleaner
-        # that reports its I/O to one (Kafka's Cleaner calls throttler.maybeThrottle)
-        if "throttler" in inspect.signature(cleaner_class).parameters:
-            options["throttler"] = owner.throttler
-        elif config.max_io_bytes_per_second != float("inf"):
-            log.warning("This Cleaner takes no throttler: log.cleaner.io.max.bytes.per.second is not applied")
+        # (Kafka's Cleaner calls throttler.maybeThrottle after every read and write)
+        options["throttler"] = owner.throttler
         self.cleaner: Cleaner = cleaner_class(
             min(config.dedupe_buffer_size // config.num_threads, 2**31 - 1), **options)
         self.last_stats: CleanerStats | None = None

@@ -953,3 +953,26 @@ def test_throttler_sleeps_to_the_desired_rate() -> None:
     assert slept == [0.8] and free.total_observed == 10**12
     cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=4 << 20, max_io_bytes_per_second=5e6), [], {})
     assert cleaner.throttler.desired_rate_per_sec == 5e6
+
+
+def test_cleaning_reports_its_io_to_the_shared_throttler(tmp_path: Path) -> None:
+    """[LogCleaner: Cleaner.cleanInto / buildOffsetMap call throttler.maybeThrottle] Every byte
+    the cleaner reads (offset map and copy passes) and writes is reported to the threads' shared
+    throttler, which is what makes log.cleaner.io.max.bytes.per.second bound a clean."""
+    from storage_core.cleaner import Cleaner, LogToClean
+
+    from storage_core.throttler import Throttler
+
+    lg = Log.open(tmp_path / "k-0", LogConfig(cleanup_policy="compact", segment_bytes=4096,
+                                              file_delete_delay_ms=0))
+    try:
+        for i in range(200):
+            lg.append(pa.table({"key": [b"k%d" % (i % 10)], "value": [b"v%05d" % i]}))
+        size = lg.size - lg.active_segment.size
+        t = Throttler(float("inf"), 100)
+        _, stats = Cleaner(1 << 20, throttler=t).clean(LogToClean(lg, 0, lg.active_segment.base_offset))
+        assert stats.bytes_written > 0
+        # the dirty segments read twice (map, then copy) and the cleaned bytes written once
+        assert t.total_observed == 2 * size + stats.bytes_written
+    finally:
+        lg.close()
