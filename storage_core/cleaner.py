@@ -143,18 +143,8 @@ class LastRecord:
 
 
 def log_segments(log_: Log, from_offset: int, to_offset: int) -> list[LogSegment]:
-    """``LogSegments.values(from, to)``: the segments overlapping ``[from, to)``, i.e. from the
-    one holding ``from`` (or the first) to the last whose base is below ``to``."""
-    if from_offset == to_offset:
-        return []
-    if to_offset < from_offset:
-        raise ValueError(f"Invalid log segment range: requested segments in {log_.dir.name} "
-                         f"from offset {from_offset} which is greater than limit offset {to_offset}")
-    segs = log_.segments
-    bases = [s.base_offset for s in segs]
-    lo = max(0, bisect.bisect_right(bases, from_offset) - 1)
-    hi = bisect.bisect_left(bases, to_offset)
-    return segs[lo:hi]
+    """``LogSegments.values(from, to)`` (``Log.segments_in_range``)."""
+    return log_.segments_in_range(from_offset, to_offset)
 
 
 def _non_active_segments_from(log_: Log, from_offset: int) -> list[LogSegment]:

@@ -146,32 +146,13 @@ class PreCleanStats:
 
 # --------------------------------------------------------------------------- segment helpers
 
-def log_segments(log_: "Log", from_offset: int, to_offset: int) -> list["LogSegment"]:
-    """``LogSegments.values(from, to)``: the segments holding offsets in ``[from, to)``, i.e.
-    from the one whose base is the floor of ``from`` (or the first) up to, excluding, the first
-    whose base is ``>= to``."""
-    if from_offset == to_offset:
-        return []
-    if to_offset < from_offset:
-        raise ValueError(f"Invalid log segment range: requested segments in {log_.dir.name} "
-                         f"from offset {from_offset} which is greater than limit offset {to_offset}")
-    segments = log_.segments
-    start = 0
-    for i, seg in enumerate(segments):
-        if seg.base_offset <= from_offset:
-            start = i
-        else:
-            break
-    return [s for s in segments[start:] if s.base_offset < to_offset]
-
-
 def non_active_log_segments_from(log_: "Log", from_offset: int) -> list["LogSegment"]:
     """``LogSegments.nonActiveLogSegmentsFrom``: the inactive segments from the one holding
     ``from_offset``; none when ``from_offset`` lies past the active segment's base."""
     active_base = log_.active_segment.base_offset
     if from_offset > active_base:
         return []
-    return log_segments(log_, from_offset, active_base)
+    return log_.segments_in_range(from_offset, active_base)
 
 
 def first_batch_timestamp(seg: "LogSegment") -> int:
@@ -265,7 +246,7 @@ def calculate_cleanable_bytes(log_: "Log", first_dirty_offset: int,
     bytes of the whole segments from the one holding the first dirty offset up to it)``."""
     rest = non_active_log_segments_from(log_, uncleanable_offset)
     first_uncleanable = (rest[0] if rest else log_.active_segment).base_offset
-    cleanable = sum(s.size for s in log_segments(log_, min(first_dirty_offset, first_uncleanable),
+    cleanable = sum(s.size for s in log_.segments_in_range(min(first_dirty_offset, first_uncleanable),
                                                  first_uncleanable))
     return first_uncleanable, cleanable
 
@@ -1042,5 +1023,5 @@ class LogCleaner:
 __all__ = ["LogCleaner", "LogCleanerManager", "CleanerThread", "LogCleaningState", "LogCleaningInProgress",
            "LogCleaningAborted", "LogCleaningPaused", "LOG_CLEANING_IN_PROGRESS", "LOG_CLEANING_ABORTED",
            "IllegalCleaningStateError", "OffsetsToClean", "PreCleanStats", "cleanable_offsets",
-           "calculate_cleanable_bytes", "max_compaction_delay", "log_segments", "non_active_log_segments_from",
+           "calculate_cleanable_bytes", "max_compaction_delay", "non_active_log_segments_from",
            "first_batch_timestamp", "is_compact_and_delete"]

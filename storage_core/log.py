@@ -609,6 +609,20 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
+    def segments_in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """``LogSegments.values(from, to)``: the segments holding offsets in ``[from, to)``, from
+        the one whose base is the floor of ``from`` (or the first) up to, excluding, the first
+        whose base is ``>= to``."""
+        if from_offset == to_offset:
+            return []
+        if to_offset < from_offset:
+            raise ValueError(f"Invalid log segment range: requested segments in {self.dir.name} "
+                             f"from offset {from_offset} which is greater than limit offset {to_offset}")
+        with self._lock:
+            lo = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+            hi = bisect.bisect_left(self._bases, to_offset)
+            return self._segments[lo:max(lo, hi)]
+
     @property
     def size(self) -> int:
         """Bytes of every segment's ``.log`` (``UnifiedLog.size``)."""
