@@ -7,7 +7,8 @@ coordinator (``TransactionCoordinator``) over the partition logs:
 
 1. record ``{batch, "ongoing", partitions}`` in ``txn.json`` (atomic replace, fsynced);
 2. append every staged batch to its partition, numbered by the log (base offset) and by the
-   producer's sequence in that partition (base sequence, CRC recomputed), made durable;
+   producer's sequence in that partition (base sequence, its CRC updated), made durable
+   (``staged_append``: the bytes are copied by the kernel, the driver touches headers only);
 3. record ``"prepare_commit"``: from here the batch is committed whatever happens;
 4. append a COMMIT marker to every partition; record ``"complete"``.
 
@@ -133,38 +134,89 @@ class SinkCoordinator:
         self._create_topics({t for t, _ in partitions})
         self._write_state(TxnState(batch_id, "ongoing", partitions, producer))
         self._crash_point("ongoing")
+        # each partition's log stays open from its append to its marker: opening and closing
+        # a log (checkpoints, producer snapshot, fsyncs) costs more than the marker
+        logs: dict[tuple[str, int], Log] = {}
         try:
-            self._append_all(partitions, by_partition, producer)
+            self._append_all(partitions, by_partition, producer, logs)
         except BaseException:
+            # a failed append may have left its log object behind its file: the abort
+            # reopens every log, which recovers what is on disk first
+            self._close_all(logs, quiet=True)
             self._finish(TxnState(batch_id, "ongoing", partitions, producer))
             raise
-        self._crash_point("appended")
-        self._write_state(TxnState(batch_id, "prepare_commit", partitions, producer))
-        self._crash_point("prepare_commit")
-        self._finish(TxnState(batch_id, "prepare_commit", partitions, producer))
+        try:
+            self._crash_point("appended")
+            self._write_state(TxnState(batch_id, "prepare_commit", partitions, producer))
+            self._crash_point("prepare_commit")
+            self._finish(TxnState(batch_id, "prepare_commit", partitions, producer), logs)
+        finally:
+            self._close_all(logs)
         self._crash_point("complete")
         self.discard(runs)
 
+    def _side_by_side(self, fn, items: list) -> None:
+        """``fn(item)`` for every item, on threads when there are several (partitions are
+        separate logs; copies, CRCs and fsyncs release the GIL, and the executors are idle
+        while the driver commits). The first failure is raised once all have stopped."""
+        workers = min(len(items), os.cpu_count() or 1, 8)
+        if workers <= 1:
+            for item in items:
+                fn(item)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix="kafkalog-commit") as pool:
+            futures = [pool.submit(fn, item) for item in items]
+        for f in futures:
+            f.result()
+
     def _append_all(self, partitions: list[tuple[str, int]],
                     by_partition: dict[tuple[str, int], list[StagedRun]],
-                    producer: ProducerIdentity) -> None:
-        """Every partition's staged runs appended, partitions side by side (each is its own
-        log; decoding, CRCs, writes and fsyncs release the GIL, and the executors are idle
-        while the driver commits). The first failure is raised once all have stopped; the
-        caller aborts the transaction on every partition."""
-        workers = min(len(partitions), os.cpu_count() or 1, 8)
-        if workers <= 1 or self.opts.crash_at is not None:
+                    producer: ProducerIdentity, logs: dict[tuple[str, int], Log]) -> None:
+        """Every partition's staged runs appended, the partitions side by side; the caller
+        aborts the transaction on every partition if one fails."""
+        if self.opts.crash_at is not None:
             # the crash tests need one partition appended and the next not yet begun
             for i, tp in enumerate(partitions):
                 if i:
                     self._crash_point("between_partitions")
-                self._append(tp, by_partition[tp], producer)
+                self._append(tp, by_partition[tp], producer, logs)
+                self._made_durable(logs[tp], by_partition[tp])
             return
-        with ThreadPoolExecutor(workers, thread_name_prefix="kafkalog-commit") as pool:
-            futures = [pool.submit(self._append, tp, by_partition[tp], producer)
-                       for tp in partitions]
-        for f in futures:
+        # One partition's copy at a time (copies in parallel contend for the same memory and
+        # page-cache locks: measured slower than one after the other on 2 cores), each
+        # partition's fsync and staged-file removal on a second thread, overlapping the
+        # next partition's copy.
+        with ThreadPoolExecutor(1, thread_name_prefix="kafkalog-flush") as flusher:
+            flushes = []
+            try:
+                for tp in partitions:
+                    self._append(tp, by_partition[tp], producer, logs)
+                    flushes.append(flusher.submit(self._made_durable, logs[tp], by_partition[tp]))
+            finally:
+                for f in flushes:
+                    f.exception()           # all stopped before the first failure is raised
+        for f in flushes:
             f.result()
+
+    def _made_durable(self, log_: Log, runs: list[StagedRun]) -> None:
+        """Flush a partition appended to, then remove its staged files."""
+        self._flush(log_)
+        for run in runs:
+            # appended and durable per the fsync policy: a retried commit re-runs the tasks,
+            # so the staged copy is of no further use (and unlinking frees page cache early)
+            Path(run.path).unlink(missing_ok=True)
+
+    def _close_all(self, logs: dict[tuple[str, int], Log], *, quiet: bool = False) -> None:
+        opened = list(logs.values())
+        logs.clear()
+        if not quiet:
+            self._side_by_side(Log.close, opened)
+            return
+        for log_ in opened:
+            try:
+                log_.close()
+            except Exception as e:          # the abort that follows reopens and recovers it
+                log.warning("Closing %s after a failed append: %s", log_.dir, e)
 
     def _crash_point(self, where: str) -> None:
         """Fault injection for the crash tests (option ``kafkalog.test.crashAt``): die here as
@@ -198,23 +250,36 @@ class SinkCoordinator:
 
     # ---------------------------------------------------------------- the coordinator's work
 
-    def _finish(self, st: TxnState) -> None:
+    def _finish(self, st: TxnState, logs: dict[tuple[str, int], Log] | None = None) -> None:
         """Complete an interrupted transaction: abort an ``ongoing`` one, commit a
-        ``prepare_commit`` one, on every partition where it is still open."""
+        ``prepare_commit`` one, on every partition where it is still open (through ``logs``
+        where the commit holds them open, else opening each)."""
         commit = st.state == "prepare_commit"
         pid, epoch = st.producer.producer_id, st.producer.epoch
-        for i, tp in enumerate(st.partitions):
-            if i:
-                self._crash_point("between_markers")
+        logs = logs or {}
+
+        def end_txn(log_: Log) -> None:
+            open_txn = any(t.producer_id == pid for t in log_.producer_state.ongoing_txns.values())
+            if open_txn:
+                log_.append_end_txn_marker(pid, epoch, "COMMIT" if commit else "ABORT", 0)
+                self._flush(log_)
+
+        def finish_partition(tp: tuple[str, int]) -> None:
+            if tp in logs:
+                end_txn(logs[tp])
+                return
             path = self._dir(tp)
-            if not path.exists():
-                continue
-            with self._open(path) as log_:
-                open_txn = any(t.producer_id == pid
-                               for t in log_.producer_state.ongoing_txns.values())
-                if open_txn:
-                    log_.append_end_txn_marker(pid, epoch, "COMMIT" if commit else "ABORT", 0)
-                    self._flush(log_)
+            if path.exists():
+                with self._open(path) as log_:
+                    end_txn(log_)
+
+        if logs and self.opts.crash_at is None:
+            self._side_by_side(finish_partition, st.partitions)
+        else:
+            for i, tp in enumerate(st.partitions):
+                if i:
+                    self._crash_point("between_markers")
+                finish_partition(tp)
         self._write_state(TxnState(st.batch_id, "complete" if commit else "aborted",
                                    st.partitions, st.producer))
         if not commit:
@@ -222,25 +287,20 @@ class SinkCoordinator:
                         st.batch_id, len(st.partitions))
 
     def _append(self, tp: tuple[str, int], runs: list[StagedRun],
-                producer: ProducerIdentity) -> None:
-        with self._open(self._dir(tp)) as log_:
-            entry = log_.producer_state.last_entry(producer.producer_id)
-            seq = (increment_sequence(entry.last_seq, 1)
-                   if entry is not None and entry.last_seq >= 0 else 0)
-            fast = can_append_staged(log_.config)
-            for run in runs:
-                if fast:
-                    seq = append_staged(log_, run, producer, seq).next_sequence
-                    continue
-                for chunk in _staged_chunks(Path(run.path), run.size,
-                                            min(STAGED_CHUNK, log_.config.segment_bytes)):
-                    seq = number_sequences(chunk, seq)
-                    log_.append_raw(chunk, owned=True)
-            self._flush(log_)
+                producer: ProducerIdentity, logs: dict[tuple[str, int], Log]) -> None:
+        log_ = logs[tp] = self._open(self._dir(tp))
+        entry = log_.producer_state.last_entry(producer.producer_id)
+        seq = (increment_sequence(entry.last_seq, 1)
+               if entry is not None and entry.last_seq >= 0 else 0)
+        fast = can_append_staged(log_.config)
         for run in runs:
-            # appended and durable per the fsync policy: a retried commit re-runs the tasks,
-            # so the staged copy is of no further use (and unlinking frees page cache early)
-            Path(run.path).unlink(missing_ok=True)
+            if fast:
+                seq = append_staged(log_, run, producer, seq).next_sequence
+                continue
+            for chunk in _staged_chunks(Path(run.path), run.size,
+                                        min(STAGED_CHUNK, log_.config.segment_bytes)):
+                seq = number_sequences(chunk, seq)
+                log_.append_raw(chunk, owned=True)
 
     def _flush(self, log_: Log) -> None:
         if self.opts.fsync == "commit":

@@ -256,7 +256,12 @@ class LogSegment:
         if size == 0:
             return
         position = self._check_append(largest_offset, largest_timestamp, size)
-        _copy_all(src_fd, src_position, self._fd, position, size)
+        try:
+            _copy_all(src_fd, src_position, self._fd, position, size)
+        except BaseException:
+            # no partial batch left behind the segment's size for a later append to bury
+            self._truncate_file(position)
+            raise
         self._appended(position, size, largest_timestamp, shallow_offset_of_max_timestamp,
                        batches.position, batches.size, batches.last_offset, batches.max_timestamp)
 

@@ -186,3 +186,39 @@ def test_a_staged_file_changed_after_its_task_is_refused_before_anything_is_appe
             assert log_.log_end_offset == 0 or all(
                 t.producer_id != 99 for t in log_.producer_state.ongoing_txns.values())
             assert log_.last_stable_offset == log_.log_end_offset
+
+
+def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monkeypatch):
+    """``LogSegment.append_from_file``: a kernel copy that fails (disk full, I/O error) after
+    some bytes is undone, so the segment never holds a partial batch behind its size."""
+    import os
+
+    from storage_core import segment as segment_module
+    from storage_core.config import LogConfig
+    from storage_core.segment import LogSegment
+
+    raw = bytes(encode_batches(pa.table({"value": pa.array([b"v%d" % i for i in range(3000)])}),
+                               max_batch_bytes=2048))
+    src = tmp_path / "staged"
+    src.write_bytes(raw)
+    scan = scan_batches(raw)
+    seg = LogSegment.open(tmp_path, 0, LogConfig())
+
+    def failing_copy(src_fd, src_pos, dst_fd, dst_pos, n):
+        os.pwrite(dst_fd, raw[:n // 2], dst_pos)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment_module, "_copy_all", failing_copy)
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            seg.append_from_file(fd, 0, len(raw), int(scan.last_offset[-1]),
+                                 int(scan.max_timestamp.max()), 0, scan)
+        assert seg.size == 0 and os.path.getsize(seg.log_path) == 0
+        monkeypatch.undo()
+        seg.append_from_file(fd, 0, len(raw), int(scan.last_offset[-1]),
+                             int(scan.max_timestamp.max()), 0, scan)
+        assert seg.log_path.read_bytes() == raw and seg.offset_index.entries > 0
+    finally:
+        os.close(fd)
+        seg.close()
