@@ -313,12 +313,32 @@ class SinkCoordinator:
         from .writer import topic_partition_count
 
         for topic in sorted(topics):
-            count = topic_partition_count(self.opts.path, topic, 0) or self.opts.num_partitions
+            existing = topic_partition_count(self.opts.path, topic, 0)
+            if not existing:
+                self._record_topic_config(topic)
+            count = existing or self.opts.num_partitions
             for p in reversed(range(count)):
                 path = self._dir((topic, p))
                 if not path.exists():
                     with self._open(path):
                         pass
+
+    def _record_topic_config(self, topic: str) -> None:
+        """A topic the sink creates keeps the topic configuration it was created with (the
+        options ``cleanup.policy``, ``retention.ms``, ``segment.bytes``, ...) as its overrides in
+        the data directory (``kafkalog-topic-configs.json``), as ``kafka-topics.sh --create
+        --config`` records them: ``kafkalog retention`` / ``compact`` and a LogManager then
+        apply them. Written before the first directory, so a kill in between loses nothing;
+        a topic that already has overrides keeps them."""
+        from storage_core.config_repository import ConfigRepository
+
+        from .options import TOPIC_CONFIGS
+
+        props = {k: v for k, v in self.opts.log_config.to_properties(only_changed=True).items()
+                 if k in TOPIC_CONFIGS}
+        repo = ConfigRepository([self.opts.path])
+        if props and not repo.topic_overrides(topic):
+            repo.alter_topic_config(topic, props)
 
     def _dir(self, tp: tuple[str, int]) -> Path:
         return self.opts.path / f"{tp[0]}-{tp[1]}"
