@@ -80,6 +80,7 @@ class BatchStager:
         self.dir = default_staging(opts) / write_id / f"batch-{batch_id if batch_id is not None else 0}" \
             / uuid.uuid4().hex
         self._files: dict[tuple[str, int], tuple[Path, int, int]] = {}
+        self._fds: dict[tuple[str, int], int] = {}
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, int] = {}
         self.rows = 0
@@ -124,7 +125,7 @@ class BatchStager:
         unset = parts < 0
         if unset.any() and "key" in rows.column_names:
             keys = rows.column("key").combine_chunks()
-            hashed = partitions_for_keys(keys.cast(pa.binary()), count)
+            hashed = partitions_for_keys(_binary(keys, pa.binary()), count)
             parts = np.where(unset, hashed, parts)
             unset = parts < 0
         if unset.any():
@@ -173,11 +174,20 @@ class BatchStager:
         if path is None:
             self.dir.mkdir(parents=True, exist_ok=True)
             path = self.dir / f"{topic}-{partition}.batches"
-        with open(path, "ab") as f:
-            f.write(raw)
+            self._fds[key] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        view = memoryview(raw).cast("B")
+        while view:
+            view = view[os.write(self._fds[key], view):]
         self._files[key] = (path, records + rows.num_rows, size + len(raw))
 
+    def close(self) -> None:
+        """Close the staged files (``finish`` does; a failed task's are closed too)."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
     def finish(self) -> SinkCommitMessage:
+        self.close()
         # Staged files are not fsynced: they matter only until the driver's commit has
         # appended them to the logs (made durable there). A crash before that leaves the
         # transaction "ongoing", which the restart aborts, and Spark runs the batch's tasks
@@ -192,8 +202,7 @@ def _record_columns(rows: pa.Table) -> pa.Table:
     cols, names = [], []
     for name in ("key", "value"):
         if name in rows.column_names:
-            col = rows.column(name)
-            cols.append(col.cast(pa.binary()) if col.type != pa.binary() else col)
+            cols.append(_binary(rows.column(name), pa.binary()))
             names.append(name)
     if "timestamp" in rows.column_names:
         cols.append(_millis(rows.column("timestamp")))
@@ -202,6 +211,18 @@ def _record_columns(rows: pa.Table) -> pa.Table:
         cols.append(rows.column("headers").cast(pa.list_(HEADER_TYPE)))
         names.append("headers")
     return pa.table(cols, names=names)
+
+
+def _binary(col, binary_type: pa.DataType):
+    """A string or binary column as ``binary_type``; a string's UTF-8 bytes are viewed, not
+    copied."""
+    if col.type == binary_type:
+        return col
+    if pa.types.is_string(col.type) and binary_type == pa.binary():
+        if isinstance(col, pa.ChunkedArray):
+            return pa.chunked_array([c.view(binary_type) for c in col.chunks], binary_type)
+        return col.view(binary_type)
+    return col.cast(binary_type)
 
 
 def _millis(col) -> pa.Array:
@@ -221,6 +242,9 @@ def _millis(col) -> pa.Array:
 def stage_all(opts: SinkOptions, producer: ProducerIdentity, write_id: str,
               batch_id: int | None, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     stager = BatchStager(opts, producer, write_id, batch_id)
-    for batch in batches:
-        stager.stage(batch)
-    return stager.finish()
+    try:
+        for batch in batches:
+            stager.stage(batch)
+        return stager.finish()
+    finally:
+        stager.close()
