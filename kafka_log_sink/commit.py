@@ -336,8 +336,11 @@ class SinkCoordinator:
 
         props = {k: v for k, v in self.opts.log_config.to_properties(only_changed=True).items()
                  if k in TOPIC_CONFIGS}
+        if not props:
+            return
+        self.opts.path.mkdir(parents=True, exist_ok=True)     # the first write to a new path
         repo = ConfigRepository([self.opts.path])
-        if props and not repo.topic_overrides(topic):
+        if not repo.topic_overrides(topic):
             repo.alter_topic_config(topic, props)
 
     def _dir(self, tp: tuple[str, int]) -> Path:
