@@ -129,7 +129,10 @@ def main() -> int:
     step("4. kafkalog describe: the directory a Kafka broker could serve as it is")
     out = subprocess.run([sys.executable, "-m", "storage_core.cli", "describe", str(topics)],
                          capture_output=True, text=True, check=True).stdout
-    print("\n".join("   " + line for line in out.splitlines()[:14]))
+    lines = out.splitlines()
+    print("\n".join("   " + line for line in lines[:14]))
+    if len(lines) > 14:
+        print(f"   ... {len(lines) - 14} more lines (the other partitions): kafkalog describe, below")
     verify = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(topics)],
                             capture_output=True, text=True)
     print(f"   kafkalog verify: {(verify.stdout.strip().splitlines() or ['?'])[-1]}")
@@ -140,7 +143,8 @@ def main() -> int:
     print("Try next:")
     print(f"  {kl} dump --files {seg} --print-data-log | head")
     print(f"  {kl} describe {topics}")
-    print("  examples/ and README.md: options, time travel, exactly-once ETL")
+    print(f"  {kl} config {topics} --topic orders --set retention.ms=60000 && {kl} retention {topics}")
+    print("  examples/: quickstart, time travel, exactly-once ETL, a broker's log dir, compaction")
     return 0 if verify.returncode == 0 else 1
 
 
