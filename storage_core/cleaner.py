@@ -20,14 +20,14 @@ The hot path is columnar: batch headers come from the compiled header scan, ever
 fields from the compiled record walk (``format.columnar.record_fields``), and the keep/drop
 decision for all records of a chunk is one numpy expression. Python loops run per *batch*
 only where Kafka's decision is sequential (transaction markers, producers' last batches, the
-output of rebuilt batches), and per *key* only to hash it (``hashlib.md5``). Legacy v0/v1
+output of rebuilt batches); keys are hashed all at once too (``offset_map.span_hashes``, a
+compiled MD5 over the key spans: one ``hashlib`` call per key was half of a clean). Legacy v0/v1
 entries, history by now, take a scalar path.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
 import os
 import struct
@@ -58,7 +58,7 @@ from .format.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
 from .format.varint import varint_sizes, zigzag_array
 from .index import AbortedTxn, TransactionIndex
 from .log import Log
-from .offset_map import SkimpyOffsetMap
+from .offset_map import SkimpyOffsetMap, span_hashes
 from .segment import CLEANED_SUFFIX, INT_MAX, LogSegment, segment_paths
 
 log = logging.getLogger(__name__)
@@ -377,15 +377,6 @@ def _decode_records(chunk, scan: BatchArrays, which: np.ndarray, *, max_decompre
                     kstart, klen, vstart, vlen, hcount)
 
 
-def _key_hashes(data, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """MD5 of each key ``data[start:start + length]`` as ``(n, 2)`` uint64, as the offset map
-    keys them."""
-    mv = memoryview(data)
-    md5 = hashlib.md5
-    digests = b"".join([md5(mv[s:s + n]).digest() for s, n in zip(starts.tolist(), lengths.tolist())])
-    return np.frombuffer(digests, ">u8").astype(np.uint64).reshape(-1, 2)
-
-
 def _control_type(chunk, scan: BatchArrays, i: int) -> ControlRecordType | None:
     """The type of the control batch ``i``'s first record, None if it has none."""
     if int(scan.records_count[i]) == 0:
@@ -582,7 +573,7 @@ def _filter_v2(chunk, scan: BatchArrays, f: _LogCleanerFilter, result: _FilterRe
     found = np.full(offsets.shape[0], -1, np.int64)
     if candidates.any():
         idx = np.flatnonzero(candidates)
-        found[idx] = f.offset_map.get_many(_key_hashes(recs.data, recs.kstart[idx], recs.klen[idx]))
+        found[idx] = f.offset_map.get_many(span_hashes(recs.data, recs.kstart[idx], recs.klen[idx]))
     retain_deletes = ~has_horizon[b] | (f.current_time < horizon[b])
     keyed_keep = has_key & (offsets >= found) & ((recs.vlen >= 0) | retain_deletes)
     keep = np.where(rec_discard, False, np.where(rec_control, True, past | keyed_keep))
@@ -927,7 +918,7 @@ class Cleaner:
         cut = cand.shape[0]
         hashes = np.empty((0, 2), np.uint64)
         if cand.shape[0]:
-            hashes = _key_hashes(recs.data, recs.kstart[cand], recs.klen[cand])
+            hashes = span_hashes(recs.data, recs.kstart[cand], recs.klen[cand])
             # a put adds a slot only for a key neither in the map nor earlier in this run;
             # the map is full at the first record that finds it at the desired size
             new = offset_map.get_many(hashes) < 0

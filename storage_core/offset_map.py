@@ -9,16 +9,19 @@ are all zeros is empty, as in Kafka.
 
 Here the slots are a numpy ``(slots, 3)`` uint64 array (hash high, hash low, offset), and the
 cleaner's bulk operations (``put_many``/``get_many`` over whole segments' keys) are compiled
-loops; ``put``/``get`` of one key are the same loops over one entry.
+loops; ``put``/``get`` of one key are the same loops over one entry. Keys are hashed in bulk too
+(``span_hashes``: every key span of a decoded buffer in one compiled MD5 call, ``format/_md5``),
+digest for digest what Kafka's ``MessageDigest.getInstance("MD5")`` gives.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Iterable
 
 import numba as nb
 import numpy as np
+
+from .format._md5 import md5_spans
 
 HASH_SIZE = 16                       # MD5
 BYTES_PER_ENTRY = HASH_SIZE + 8      # SkimpyOffsetMap.bytesPerEntry
@@ -26,10 +29,28 @@ BYTES_PER_ENTRY = HASH_SIZE + 8      # SkimpyOffsetMap.bytesPerEntry
 _njit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
 
+def span_hashes(data, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """MD5 of each key ``data[starts[i]:starts[i] + lengths[i]]`` as ``(n, 2)`` uint64 (the
+    digest's two big-endian halves), ``data`` any buffer. Spans outside ``data`` are refused
+    here: the compiled loop does not check its indexes."""
+    arr = np.frombuffer(data, np.uint8)
+    starts = np.ascontiguousarray(starts, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    if starts.shape != lengths.shape or starts.ndim != 1:
+        raise ValueError(f"starts {starts.shape} and lengths {lengths.shape} differ")
+    out = np.empty((starts.shape[0], 2), np.uint64)
+    if starts.shape[0]:
+        if starts.min() < 0 or lengths.min() < 0 or int((starts + lengths).max()) > arr.shape[0]:
+            raise ValueError(f"a key span lies outside the {arr.shape[0]}-byte buffer")
+        md5_spans(arr, starts, lengths, out)
+    return out
+
+
 def key_hashes(keys: Iterable[bytes]) -> np.ndarray:
     """MD5 of each key as ``(n, 2)`` uint64 (the digest's two big-endian halves)."""
-    digests = b"".join(hashlib.md5(k).digest() for k in keys)
-    return np.frombuffer(digests, ">u8").astype(np.uint64).reshape(-1, 2)
+    keys = [bytes(k) for k in keys]
+    lengths = np.fromiter((len(k) for k in keys), np.int64, len(keys))
+    return span_hashes(b"".join(keys), np.cumsum(lengths) - lengths, lengths)
 
 
 @_njit

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_core.offset_map import SkimpyOffsetMap, _position, key_hashes
+from storage_core.offset_map import SkimpyOffsetMap, _position, key_hashes, span_hashes
 
 
 def key(i: int) -> bytes:
@@ -114,3 +114,64 @@ def test_bulk_puts_equal_a_dict_of_latest_offsets(items):
     got = m.get_many(key_hashes(list(expected))) if expected else np.empty(0, np.int64)
     assert got.tolist() == list(expected.values())
     assert m.get(b"never-put-key-xyz") == -1
+
+
+# ---------------------------------------------------------------- the compiled MD5 (format/_md5)
+
+def hashlib_halves(keys: list[bytes]) -> np.ndarray:
+    """What the map keys by: hashlib's digest as two big-endian uint64."""
+    digests = b"".join(hashlib.md5(k).digest() for k in keys)
+    return np.frombuffer(digests, ">u8").astype(np.uint64).reshape(-1, 2)
+
+
+# around MD5's padding boundaries: 55 bytes still fit the 0x80 and the length in one block, 56
+# do not; 64 is one full block; 119/120 the same edge one block later
+EDGE_LENGTHS = [0, 1, 54, 55, 56, 57, 63, 64, 65, 119, 120, 121, 127, 128, 129, 1000, 4096 + 7]
+
+
+@pytest.mark.parametrize("n", EDGE_LENGTHS)
+def test_md5_equals_hashlib_at_padding_boundaries(n):
+    k = bytes((i * 131 + 7) % 256 for i in range(n))
+    assert (key_hashes([k]) == hashlib_halves([k])).all()
+    junk = b"\xff" * 13           # a span that does not start at the buffer's start
+    got = span_hashes(junk + k + junk, np.array([len(junk)]), np.array([n]))
+    assert (got == hashlib_halves([k])).all()
+
+
+def _length_near_a_block_edge():
+    return st.one_of(st.integers(0, 200), st.sampled_from(EDGE_LENGTHS),
+                     st.builds(lambda b, d: max(0, 64 * b + d), st.integers(0, 4), st.integers(-9, 9)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_length_near_a_block_edge(), st.integers(0, 2**32), st.integers(0, 17)),
+                max_size=40),
+       st.randoms(use_true_random=False))
+def test_md5_spans_equal_hashlib(spans, rnd):
+    """span_hashes over keys scattered in one buffer (random bytes, random gaps between them,
+    spans in any order) equals hashlib.md5 of each key."""
+    buf = bytearray(rnd.randbytes(rnd.randrange(0, 9)))
+    keys, starts = [], []
+    for n, seed, gap in spans:
+        k = np.random.default_rng(seed).bytes(n)
+        keys.append(k)
+        starts.append(len(buf))
+        buf += k + rnd.randbytes(gap)
+    order = list(range(len(keys)))
+    rnd.shuffle(order)
+    got = span_hashes(bytes(buf), np.array([starts[i] for i in order], np.int64),
+                      np.array([len(keys[i]) for i in order], np.int64))
+    assert got.shape == (len(keys), 2) and got.dtype == np.uint64
+    assert (got == hashlib_halves([keys[i] for i in order]).reshape(-1, 2)).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=30))
+def test_key_hashes_equal_hashlib(keys):
+    assert (key_hashes(keys) == hashlib_halves(keys).reshape(-1, 2)).all()
+
+
+@pytest.mark.parametrize("start, length", [(-1, 2), (0, 11), (10, 1), (3, -1)])
+def test_span_outside_the_buffer_is_refused(start, length):
+    with pytest.raises(ValueError):
+        span_hashes(b"0123456789", np.array([0, start]), np.array([1, length]))
