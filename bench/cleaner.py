@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if profiler:
         s = io.StringIO()
         pstats.Stats(profiler, stream=s).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler, stream=s).sort_stats("cumulative").print_stats(30)
         print(s.getvalue())
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -617,7 +617,9 @@ def _rebuild_batches(chunk, scan: BatchArrays, recs: _Records, keep: np.ndarray,
     the original header (magic, codec at its default level, timestamp type, producer fields,
     leader epoch, base offset and last offset), the delete horizon set where needed. Records
     are re-laid out by one compiled pass; only their timestamp deltas change."""
-    sel = np.flatnonzero(keep & np.isin(recs.batch, which))
+    rebuilt = np.zeros(len(scan), bool)
+    rebuilt[which] = True
+    sel = np.flatnonzero(keep & rebuilt[recs.batch])
     b = recs.batch[sel]
     arr = np.frombuffer(recs.data, np.uint8)
     kstart, klen = recs.kstart[sel], recs.klen[sel]
@@ -920,18 +922,21 @@ class Cleaner:
         if cand.shape[0]:
             hashes = span_hashes(recs.data, recs.kstart[cand], recs.klen[cand])
             # a put adds a slot only for a key neither in the map nor earlier in this run;
-            # the map is full at the first record that finds it at the desired size
-            new = offset_map.get_many(hashes) < 0
-            if new.any():
-                _, first = np.unique(hashes[new], axis=0, return_index=True)
-                fresh = np.zeros(cand.shape[0], bool)
-                fresh[np.flatnonzero(new)[first]] = True
-            else:
-                fresh = new
-            size_before = offset_map.size + np.cumsum(fresh) - fresh
-            over = np.flatnonzero(size_before >= max_desired)
-            if over.size:
-                cut = int(over[0])
+            # the map is full at the first record that finds it at the desired size. Only a run
+            # that could reach that size (every key new) needs the exact count: the lookup and
+            # the sort by hash cost as much as the hashing.
+            if offset_map.size + cand.shape[0] > max_desired:
+                new = offset_map.get_many(hashes) < 0
+                if new.any():
+                    _, first = np.unique(hashes[new], axis=0, return_index=True)
+                    fresh = np.zeros(cand.shape[0], bool)
+                    fresh[np.flatnonzero(new)[first]] = True
+                else:
+                    fresh = new
+                size_before = offset_map.size + np.cumsum(fresh) - fresh
+                over = np.flatnonzero(size_before >= max_desired)
+                if over.size:
+                    cut = int(over[0])
         if cut < cand.shape[0]:
             offset_map.put_many(hashes[:cut], recs.offset[cand[:cut]])
             rec = int(cand[cut])

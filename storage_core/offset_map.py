@@ -170,7 +170,10 @@ class SkimpyOffsetMap:
     # ------------------------------------------------------------------ bookkeeping
 
     def clear(self) -> None:
-        self._table[:] = 0
+        # a map nothing was put into is still all zeros (size counts every slot ever filled):
+        # zeroing a fresh map's 64 MiB only faults in pages the clean may never touch
+        if self.size:
+            self._table[:] = 0
         self.size = 0
         self._latest = -1
 
