@@ -588,7 +588,10 @@ def _filter_v2(chunk, scan: BatchArrays, f: _LogCleanerFilter, result: _FilterRe
         if rebuild.any() else {}
     mv = memoryview(chunk)
     out = result.output
-    for i in inspected.tolist():
+    # only batches that write something: in a well-compacted topic most of a chunk's batches
+    # lose every record and are simply left out (no Python per dropped batch)
+    emitted = inspected[(retained[inspected] > 0) | (retention[inspected] == RETAIN_EMPTY)]
+    for i in emitted.tolist():
         r = int(retained[i])
         if r:
             if i in rebuilt:
