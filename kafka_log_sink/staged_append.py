@@ -40,7 +40,6 @@ from storage_core.format.record_batch import (CONTROL_FLAG_MASK, CRC_OFFSET,
                                               NO_PARTITION_LEADER_EPOCH, TIMESTAMP_TYPE_MASK,
                                               TRANSACTIONAL_FLAG_MASK)
 from storage_core.log import Log
-from storage_core.producer_state import AppendOrigin
 
 from .writer import ProducerIdentity, StagedRun
 
@@ -82,15 +81,13 @@ def append_staged(log_: Log, run: StagedRun, producer: ProducerIdentity,
                                 f"{run.size}: staging was changed or truncated")
         if size == 0:
             return StagedAppend(-1, -1, 0, first_sequence)
-        with log_._lock:
-            scan = _number(fd, size, path, log_, producer, first_sequence)
-            first = log_.log_end_offset
-            for lo, hi in _groups(scan, min(GROUP_BYTES, log_.config.segment_bytes)):
-                _append_group(log_, fd, scan, lo, hi)
-        counts = scan.records_count
-        total = int(counts.sum())
-        return StagedAppend(first, log_.log_end_offset - 1, total,
-                            (first_sequence + total) % 2**31)
+        # the commit is the only user of this log (the partition's writer lock is ours), so
+        # the end offset the batches are numbered from is the one they are appended at, which
+        # Log.append_from_file checks all the same
+        scan = _number(fd, size, path, log_, producer, first_sequence)
+        info = log_.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
+        return StagedAppend(info.first_offset, info.last_offset, info.num_records,
+                            (first_sequence + info.num_records) % 2**31)
     finally:
         os.close(fd)
 
@@ -159,56 +156,3 @@ def _check_headers(scan: BatchArrays, producer: ProducerIdentity, config: LogCon
         raise RecordTooLargeError(
             f"The batch at position {int(scan.position[i])} of {path} is {int(scan.size[i])} "
             f"bytes, larger than max.message.bytes {config.max_message_bytes}")
-
-
-def _groups(scan: BatchArrays, limit: int) -> list[tuple[int, int]]:
-    """Batch index ranges of at most ``limit`` bytes each (a larger batch on its own)."""
-    ends = scan.position + scan.size
-    out, lo, n = [], 0, len(scan)
-    while lo < n:
-        hi = max(int(np.searchsorted(ends, scan.position[lo] + limit, side="right")), lo + 1)
-        out.append((lo, hi))
-        lo = hi
-    return out
-
-
-def _append_group(log_: Log, fd: int, scan: BatchArrays, lo: int, hi: int) -> None:
-    """Batches ``lo..hi`` of the staged file appended as ``Log._append`` appends a producer's
-    request once validated (the log's lock held by the caller)."""
-    start = int(scan.position[lo])
-    size = int(scan.position[hi - 1] + scan.size[hi - 1]) - start
-    if size > log_.config.segment_bytes:
-        raise RecordTooLargeError(
-            f"Message batch size is {size} bytes in append to partition {log_.dir.name} which "
-            f"exceeds the maximum configured segment size of {log_.config.segment_bytes}.")
-    group = BatchArrays(scan.fields[lo:hi].copy(), size)
-    group.fields[:, 0] -= start
-    lasts = group.last_offset
-    mts = group.max_timestamp
-    top = int(np.argmax(mts))               # the first batch with the largest timestamp
-    max_ts, shallow = int(mts[top]), int(lasts[top])
-    if max_ts < 0:
-        max_ts, shallow = -1, -1
-    first, last = int(group.base_offset[0]), int(lasts[-1])
-    if first != log_.log_end_offset:
-        raise KafkaLogError(f"Staged batches numbered from {first}, but {log_.dir.name} ends "
-                            f"at {log_.log_end_offset}")
-    now = log_.clock()
-    seg = log_.active_segment
-    if seg.should_roll(incoming_bytes=size, max_timestamp_in_messages=max_ts,
-                       max_offset_in_messages=last, now_ms=now):
-        seg = log_.roll(first)
-    psm = log_.producer_state
-    # UnifiedLog.analyzeAndValidateProducerState: epochs, sequences, the open transaction
-    pending = psm.analyze_append(((None, group.info(i)) for i in range(hi - lo)),
-                                 AppendOrigin.CLIENT, segment_base_offset=seg.base_offset,
-                                 start_position=seg.size)
-    if pending.duplicate is not None:
-        raise KafkaLogError(f"Staged batches of {log_.dir.name} repeat the producer's batch "
-                            f"{pending.duplicate}: not appended")
-    seg.append_from_file(fd, start, size, last, max_ts, shallow, group)
-    log_._log_end_offset = last + 1
-    psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
-    psm.on_high_watermark_updated(log_.high_watermark)
-    log_._unflushed += int(group.records_count.sum())
-    log_._flush_per_policy(now)

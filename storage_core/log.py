@@ -676,6 +676,78 @@ class Log:
         return self._append(batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
                             origin=origin, owned=owned and isinstance(batches, bytearray))
 
+    def append_from_file(self, fd: int, batches: BatchArrays, *, max_append_bytes: int = 8 << 20) -> AppendInfo:
+        """Append whole v2 batches straight from the file ``fd`` with kernel-side copies
+        (``LogSegment.append_from_file``), for a trusted writer that already checked their
+        CRCs and numbered them from the log end offset (the Spark sink's staged files:
+        ``batches`` is their header walk, positions in the file). What ``append_raw`` does
+        after validating a producer's request is done here too, in pieces of at most
+        ``max_append_bytes`` (or ``segment.bytes``): the roll rule, the producer-state checks
+        of epochs, sequences and transactions (a duplicate is refused: a trusted writer never
+        repeats a batch), the indexes, the log end offset and the flush policy."""
+        self._check_writable()
+        started = time.perf_counter_ns()
+        n = len(batches)
+        if n == 0:
+            return AppendInfo(-1, -1, -1, -1, 0, 0, 0)
+        limit = min(max_append_bytes, self.config.segment_bytes)
+        ends = batches.position + batches.size
+        with self._lock:
+            first = self._log_end_offset
+            lo = 0
+            while lo < n:
+                hi = max(int(np.searchsorted(ends, batches.position[lo] + limit, side="right")), lo + 1)
+                self._append_group_from_file(fd, batches, lo, hi)
+                lo = hi
+            records = int(batches.records_count.sum())
+            size = int(batches.size.sum())
+            m = self.metrics
+            m.appends += 1
+            m.appended_records += records
+            m.appended_bytes += size
+            m.append_time_ns += time.perf_counter_ns() - started
+            mts = batches.max_timestamp
+            top = int(np.argmax(mts))
+            return AppendInfo(first, self._log_end_offset - 1, int(mts[top]), int(batches.last_offset[top]),
+                              n, records, size)
+
+    def _append_group_from_file(self, fd: int, scan: BatchArrays, lo: int, hi: int) -> None:
+        start = int(scan.position[lo])
+        size = int(scan.position[hi - 1] + scan.size[hi - 1]) - start
+        if size > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"Message batch size is {size} bytes in append to partition {self.dir.name} which "
+                f"exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+        group = BatchArrays(scan.fields[lo:hi].copy(), size)
+        group.fields[:, 0] -= start
+        lasts = group.last_offset
+        mts = group.max_timestamp
+        top = int(np.argmax(mts))               # the first batch with the largest timestamp
+        max_ts, shallow = int(mts[top]), int(lasts[top])
+        if max_ts < 0:
+            max_ts, shallow = -1, -1
+        first, last = int(group.base_offset[0]), int(lasts[-1])
+        if first != self._log_end_offset:
+            raise InvalidOffsetError(f"Batches numbered from {first} cannot be appended to "
+                                     f"{self.dir.name}, which ends at {self._log_end_offset}")
+        now = self.clock()
+        seg = self._maybe_roll(size, max_ts, last, first, now)
+        psm = self.producer_state
+        # UnifiedLog.analyzeAndValidateProducerState: epochs, sequences, the open transaction
+        pending = psm.analyze_append(((None, group.info(i)) for i in range(hi - lo)),
+                                     AppendOrigin.CLIENT, segment_base_offset=seg.base_offset,
+                                     start_position=seg.size)
+        if pending.duplicate is not None:
+            raise InvalidOffsetError(f"Batches appended to {self.dir.name} repeat the producer's "
+                                     f"batch {pending.duplicate}: not appended")
+        seg.append_from_file(fd, start, size, last, max_ts, shallow, group)
+        self._note_epochs(group)
+        self._log_end_offset = last + 1
+        psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
+        psm.on_high_watermark_updated(self.high_watermark)
+        self._unflushed += int(group.records_count.sum())
+        self._flush_per_policy(now)
+
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | str | int, coordinator_epoch: int,
                               timestamp: int | None = None, *,
