@@ -1,6 +1,7 @@
-"""One local SparkSession (``local[2]``) for every Spark test of the run, with ``kafkalog``
-registered. Python workers are pointed at this interpreter (``PYSPARK_PYTHON``), or they would
-start ``python3`` from PATH without the project's packages."""
+"""One local SparkSession (``local[2]``) for every test of the run that asks for ``spark``
+(tests/spark, tests/interop), with ``kafkalog`` registered. Python workers are pointed at this
+interpreter (``PYSPARK_PYTHON``), or they would start ``python3`` from PATH without the
+project's packages."""
 
 from __future__ import annotations
 

@@ -193,23 +193,3 @@ def broker():
         yield b
     finally:
         b.remove()
-
-
-@pytest.fixture(scope="session")
-def spark():
-    """The same local SparkSession as tests/spark (getOrCreate: one per process)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import kafka_log_source
-
-    session = (SparkSession.builder.master("local[2]").appName("kafkalog-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    kafka_log_source.register(session)
-    yield session
-    session.stop()
