@@ -432,23 +432,24 @@ def run_trials(servers: list[WriterServer], root: Path, mode: str, seeds: range,
 
 
 def test_sigkill_fsync_always(servers, tmp_path: Path) -> None:
-    """200 trials (about 350 kills): every acknowledged append survives a SIGKILL."""
-    totals = run_trials(servers, tmp_path, "always", range(200))
-    assert totals["kills"] >= 200
+    """100 trials (about 175 kills; 1000 with KAFKALOG_SLOW=1): every acknowledged append
+    survives a SIGKILL."""
+    totals = run_trials(servers, tmp_path, "always", range(100))
+    assert totals["kills"] >= 100
 
 
 def test_sigkill_fsync_policy(servers, tmp_path: Path) -> None:
     """OS-managed writeback: a process kill loses nothing acknowledged either (the page cache
     survives it), and recovery gives a valid log."""
-    totals = run_trials(servers, tmp_path, "policy", range(1000, 1100))
-    assert totals["kills"] >= 100
+    totals = run_trials(servers, tmp_path, "policy", range(1000, 1050))
+    assert totals["kills"] >= 50
 
 
 def test_power_loss_fsync_policy(servers, tmp_path: Path) -> None:
     """A kill followed by the loss of unflushed data: a valid prefix holding at least
     everything below the recovery point."""
-    totals = run_trials(servers, tmp_path, "policy", range(2000, 2150), power_loss=True)
-    assert totals["kills"] >= 150
+    totals = run_trials(servers, tmp_path, "policy", range(2000, 2075), power_loss=True)
+    assert totals["kills"] >= 75
 
 
 @slow
