@@ -43,7 +43,7 @@ import numpy as np
 from .errors import (CorruptRecordError, LogCleaningAbortedError, LogCleaningError,
                      OffsetOverflowError)
 from .format import _kernels, legacy
-from .format._kernels import _copy, _put_varint, _zz32, _zz64
+from .format._kernels import _copy
 from .format.columnar import record_fields
 from .format.compression import compress, decompress
 from .format.control import ControlRecordType
@@ -300,10 +300,7 @@ def _write_rebuilt_records(out, at, body_len, ts_delta, off_delta, src, tail_sta
     attributes 0, a new timestamp delta, the offset delta, then the record's key, value and
     headers copied as they were (``src[tail_start[i]:][:tail_len[i]]``)."""
     for i in range(at.shape[0]):
-        p = _put_varint(out, at[i], _zz32(body_len[i]))
-        out[p] = 0
-        p = _put_varint(out, p + 1, _zz64(ts_delta[i]))
-        p = _put_varint(out, p, _zz32(off_delta[i]))
+        p = _kernels.put_record_prefix(out, at[i], body_len[i], ts_delta[i], off_delta[i])
         n = tail_len[i]
         if n > 0:
             _copy(out, p, src, tail_start[i], n)

@@ -118,6 +118,14 @@ def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
     return mask
 
 
+def _max_timestamp_and_offset(max_timestamps: np.ndarray, last_offsets: np.ndarray) -> tuple[int, int]:
+    """The largest batch max timestamp and the last offset of the first batch holding it
+    (``shallowOffsetOfMaxTimestamp``); (-1, -1) when no batch has a timestamp."""
+    top = int(np.argmax(max_timestamps))
+    max_ts = int(max_timestamps[top])
+    return (max_ts, int(last_offsets[top])) if max_ts >= 0 else (-1, -1)
+
+
 class Log:
     """One partition directory. Open with ``Log.open``; close (or use ``with``) when done."""
 
@@ -701,15 +709,9 @@ class Log:
                 lo = hi
             records = int(batches.records_count.sum())
             size = int(batches.size.sum())
-            m = self.metrics
-            m.appends += 1
-            m.appended_records += records
-            m.appended_bytes += size
-            m.append_time_ns += time.perf_counter_ns() - started
-            mts = batches.max_timestamp
-            top = int(np.argmax(mts))
-            return AppendInfo(first, self._log_end_offset - 1, int(mts[top]), int(batches.last_offset[top]),
-                              n, records, size)
+            self._count_append(records, size, started)
+            max_ts, shallow = _max_timestamp_and_offset(batches.max_timestamp, batches.last_offset)
+            return AppendInfo(first, self._log_end_offset - 1, max_ts, shallow, n, records, size)
 
     def _append_group_from_file(self, fd: int, scan: BatchArrays, lo: int, hi: int) -> None:
         start = int(scan.position[lo])
@@ -721,11 +723,7 @@ class Log:
         group = BatchArrays(scan.fields[lo:hi].copy(), size)
         group.fields[:, 0] -= start
         lasts = group.last_offset
-        mts = group.max_timestamp
-        top = int(np.argmax(mts))               # the first batch with the largest timestamp
-        max_ts, shallow = int(mts[top]), int(lasts[top])
-        if max_ts < 0:
-            max_ts, shallow = -1, -1
+        max_ts, shallow = _max_timestamp_and_offset(group.max_timestamp, lasts)
         first, last = int(group.base_offset[0]), int(lasts[-1])
         if first != self._log_end_offset:
             raise InvalidOffsetError(f"Batches numbered from {first} cannot be appended to "
@@ -741,12 +739,7 @@ class Log:
             raise InvalidOffsetError(f"Batches appended to {self.dir.name} repeat the producer's "
                                      f"batch {pending.duplicate}: not appended")
         seg.append_from_file(fd, start, size, last, max_ts, shallow, group)
-        self._note_epochs(group)
-        self._log_end_offset = last + 1
-        psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
-        psm.on_high_watermark_updated(self.high_watermark)
-        self._unflushed += int(group.records_count.sum())
-        self._flush_per_policy(now)
+        self._appended(seg, group, pending, last, int(group.records_count.sum()), now)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | str | int, coordinator_epoch: int,
@@ -829,11 +822,7 @@ class Log:
                     set_max_timestamp(buf, p, LOG_APPEND_TIME, now)
                 scan.fields[:, 9] = now
             lasts = bases + deltas
-            mts = scan.max_timestamp
-            top = int(np.argmax(mts))               # the first batch with the largest timestamp
-            max_ts, shallow = int(mts[top]), int(lasts[top])
-            if max_ts < 0:
-                max_ts, shallow = -1, -1
+            max_ts, shallow = _max_timestamp_and_offset(scan.max_timestamp, lasts)
             records = int(scan.records_count.sum())
             first, last = int(bases[0]), int(lasts[-1])
             seg = self._maybe_roll(len(buf), max_ts, last, first, now)
@@ -851,23 +840,32 @@ class Log:
                                       dup.last_offset, n, records, 0,
                                       dup.timestamp if lat else -1)
             seg.append(last, max_ts, shallow, buf, batches=scan)
-            self._note_epochs(scan)
-            self._log_end_offset = last + 1
-            if pending is not None:
-                psm.finish_append(pending, next_offset=last + 1,
-                                  on_aborted_txn=seg.update_txn_index)
-            else:
-                psm.update_map_end_offset(last + 1)
-            psm.on_high_watermark_updated(self.high_watermark)
-            self._unflushed += records
-            self._flush_per_policy(now)
-            m = self.metrics
-            m.appends += 1
-            m.appended_records += records
-            m.appended_bytes += len(buf)
-            m.append_time_ns += time.perf_counter_ns() - started
+            self._appended(seg, scan, pending, last, records, now)
+            self._count_append(records, len(buf), started)
             return AppendInfo(first, last, max_ts, shallow, n, records, len(buf),
                               now if lat else -1)
+
+    def _appended(self, seg: LogSegment, scan: BatchArrays, pending, last: int, records: int,
+                  now: int) -> None:
+        """What follows the write of batches ending at ``last`` into ``seg`` (UnifiedLog.append
+        after the segment append): epochs, the log end offset, producer state, the flush policy."""
+        self._note_epochs(scan)
+        self._log_end_offset = last + 1
+        psm = self.producer_state
+        if pending is not None:
+            psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
+        else:
+            psm.update_map_end_offset(last + 1)
+        psm.on_high_watermark_updated(self.high_watermark)
+        self._unflushed += records
+        self._flush_per_policy(now)
+
+    def _count_append(self, records: int, size: int, started_ns: int) -> None:
+        m = self.metrics
+        m.appends += 1
+        m.appended_records += records
+        m.appended_bytes += size
+        m.append_time_ns += time.perf_counter_ns() - started_ns
 
     def _note_epochs(self, scan: BatchArrays) -> None:
         """Record in the leader-epoch cache every batch that starts a higher epoch."""

@@ -60,6 +60,7 @@ from .log import Log
 from .scheduler import KafkaScheduler
 
 if TYPE_CHECKING:
+    from .cleaner_manager import LogCleaner
     from .metrics import ManagerMetrics
 
 log = logging.getLogger(__name__)
@@ -521,12 +522,7 @@ class LogManager:
         if cleaner is not None:
             # wait until no cleaning is running on it; the cleaner forgets its checkpoint entry
             cleaner.abort_cleaning(tp)
-            update = getattr(cleaner, "update_checkpoints", None)
-            if update is not None:
-                try:
-                    update(removed.dir.parent, partition_to_remove=tp)
-                except TypeError:
-                    update(removed.dir.parent)
+            cleaner.update_checkpoints(removed.dir.parent, partition_to_remove=tp)
         removed.close()
         renamed = removed.dir.with_name(log_delete_dir_name(tp.topic, tp.partition))
         os.replace(removed.dir, renamed)
@@ -587,9 +583,7 @@ class LogManager:
             try:
                 lg.truncate_to(offset)
                 if pause:
-                    truncate_cp = getattr(self._cleaner, "maybe_truncate_checkpoint", None)
-                    if truncate_cp is not None:
-                        truncate_cp(lg.dir.parent, tp, lg.active_segment.base_offset)
+                    self._cleaner.maybe_truncate_checkpoint(lg.dir.parent, tp, lg.active_segment.base_offset)
             finally:
                 if pause:
                     self._cleaner.resume_cleaning([tp])
@@ -822,15 +816,13 @@ class LogManager:
     # ------------------------------------------------------------------------ cleaner
 
     @property
-    def cleaner(self) -> Any:
-        """The ``LogCleaner`` over this manager's logs (created on first use), or ``None`` when
-        ``log.cleaner.enable`` is false or the cleaner module is not available."""
+    def cleaner(self) -> "LogCleaner | None":
+        """The ``LogCleaner`` over this manager's logs (created on first use: the cleaner
+        modules import numba kernels a manager that never compacts does not need), or ``None``
+        when ``log.cleaner.enable`` is false."""
         if self._cleaner is None and self.cleaner_config.enable_cleaner:
-            try:
-                from .cleaner_manager import LogCleaner
-            except ImportError:
-                log.warning("storage_core.cleaner_manager is not available: compaction is disabled")
-                return None
+            from .cleaner_manager import LogCleaner
+
             with self._lock:
                 if self._cleaner is None:
                     self._cleaner = LogCleaner(self.cleaner_config, list(self.log_dirs),

@@ -236,6 +236,16 @@ def _zz64(v):
 
 
 @_njit
+def put_record_prefix(out, at, body_len, ts_delta, off_delta):
+    """A v2 record's head at ``out[at:]``: length, attributes 0, timestamp delta, offset delta
+    (``DefaultRecord.writeTo``); returns where the key's length goes."""
+    p = _put_varint(out, at, _zz32(body_len))
+    out[p] = 0
+    p = _put_varint(out, p + 1, _zz64(ts_delta))
+    return _put_varint(out, p, _zz32(off_delta))
+
+
+@_njit
 def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs, vlen,
                   hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen):
     """Lay every record out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): length, attributes
@@ -243,10 +253,7 @@ def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vd
     headers ``hfirst[i] .. hfirst[i] + hcount[i]``). Key, value and header bytes are copied
     once, from the Arrow buffers to their place in the batch."""
     for i in range(at.shape[0]):
-        p = _put_varint(out, at[i], _zz32(body_len[i]))
-        out[p] = 0
-        p = _put_varint(out, p + 1, _zz64(ts_delta[i]))
-        p = _put_varint(out, p, _zz32(off_delta[i]))
+        p = put_record_prefix(out, at[i], body_len[i], ts_delta[i], off_delta[i])
         n = klen[i]
         p = _put_varint(out, p, _zz32(n))
         if n > 0:
