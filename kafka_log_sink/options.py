@@ -36,6 +36,8 @@ class SinkOptions:
     staging: Path | None = None
     checkpoint: Path | None = None
     log_config: LogConfig = field(default_factory=LogConfig)
+    # a staged file at least this big becomes a segment of its own (renamed in, not copied)
+    staged_segment_min_bytes: int = LogConfig().segment_bytes // 32
     # fault injection for the crash tests: the commit SIGKILLs its own process at this point
     crash_at: str | None = None
 
@@ -81,12 +83,18 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         config = config.with_changes(flush_messages=LONG_MAX)
     checkpoint = opts.get("checkpointlocation")
     staging = opts.get("staginglocation")
+    # Big staged files are renamed into the log as segments instead of copied; small ones are
+    # copied, so a stream of small micro-batches does not leave a segment per task behind.
+    segment_min = _int(opts, "stagedSegmentMinBytes", max(config.segment_bytes // 32, 1))
+    if segment_min <= 0:
+        raise InvalidConfigError("Option 'stagedSegmentMinBytes' must be positive")
     return SinkOptions(
         path=path, topic=topic, compression=compression, batch_size=batch_size,
         num_partitions=num_partitions, fsync=fsync,
         staging=Path(staging).expanduser().resolve() if staging else None,
         checkpoint=Path(checkpoint.replace("file:", "", 1)).expanduser() if checkpoint else None,
-        log_config=config, crash_at=opts.get("kafkalog.test.crashat"))
+        log_config=config, staged_segment_min_bytes=segment_min,
+        crash_at=opts.get("kafkalog.test.crashat"))
 
 
 def default_staging(opts: SinkOptions) -> Path:

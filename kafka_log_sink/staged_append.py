@@ -13,9 +13,11 @@ commit therefore, per staged file:
 2. numbers the batches in the map: base offsets from the log end offset, base sequences from
    the producer's last one in the partition, each CRC updated for its new sequence from the
    old CRC alone (``crc_patch``: the payload is not read again);
-3. appends them a group at a time as ``Log._append`` does (roll check, the producer state's
-   sequence and epoch validation, index entries, log end offset, flush policy), the bytes
-   copied staged file -> segment by ``copy_file_range``.
+3. appends them as ``Log._append`` does (roll check, the producer state's sequence and epoch
+   validation, index entries, log end offset, flush policy): a big file (option
+   ``stagedSegmentMinBytes``, by default 1/32 of ``segment.bytes``) by renaming it into the
+   log as a segment of its own, no byte copied; a smaller one a group at a time, copied
+   staged file -> active segment by ``copy_file_range``.
 
 What it skips, next to ``Log.append_raw``, is the per-record validation of a client's append
 (``LogValidator``): these batches come from the query's own encoder, checked by CRC, as a
@@ -67,10 +69,12 @@ class StagedAppend:
 
 
 def append_staged(log_: Log, run: StagedRun, producer: ProducerIdentity,
-                  first_sequence: int) -> StagedAppend:
+                  first_sequence: int, segment_min_bytes: int) -> StagedAppend:
     """Append the staged file of ``run`` to ``log_`` as batches of ``producer`` numbered from
-    ``first_sequence``; returns what was appended and the next sequence. Raises before
-    writing anything if the file is not exactly ``run.size`` bytes of intact batches of this
+    ``first_sequence``; returns what was appended and the next sequence. A file of at least
+    ``segment_min_bytes`` that fits a segment becomes one (``Log.append_segment_file``: renamed
+    in, not copied); a smaller one is copied onto the active segment. Raises before writing
+    anything if the file is not exactly ``run.size`` bytes of intact batches of this
     producer."""
     path = Path(run.path)
     fd = os.open(path, os.O_RDWR)
@@ -85,7 +89,10 @@ def append_staged(log_: Log, run: StagedRun, producer: ProducerIdentity,
         # the end offset the batches are numbered from is the one they are appended at, which
         # Log.append_from_file checks all the same
         scan = _number(fd, size, path, log_, producer, first_sequence)
-        info = log_.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
+        if size >= segment_min_bytes and log_.can_take_segment_file(path, scan):
+            info = log_.append_segment_file(path, scan)
+        else:
+            info = log_.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
         return StagedAppend(info.first_offset, info.last_offset, info.num_records,
                             (first_sequence + info.num_records) % 2**31)
     finally:

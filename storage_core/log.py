@@ -713,6 +713,62 @@ class Log:
             max_ts, shallow = _max_timestamp_and_offset(batches.max_timestamp, batches.last_offset)
             return AppendInfo(first, self._log_end_offset - 1, max_ts, shallow, n, records, size)
 
+    def can_take_segment_file(self, path: Path, batches: BatchArrays) -> bool:
+        """Whether ``append_segment_file`` can take the file at ``path``: its batches fit one
+        segment (``segment.bytes``, relative offsets, index entries) and it is on this log's
+        file system, so a rename moves it in."""
+        n = len(batches)
+        if n == 0 or batches.end > self.config.segment_bytes:
+            return False
+        if int(batches.last_offset[-1]) - int(batches.base_offset[0]) > INT_MAX:
+            return False
+        # at most one entry per batch in each index; the time index keeps one slot for the
+        # entry of the roll (TimeIndex.isFull)
+        if n >= self.config.segment_index_bytes // 12:
+            return False
+        try:
+            return os.stat(path).st_dev == os.stat(self.dir).st_dev
+        except OSError:
+            return False
+
+    def append_segment_file(self, path: Path, batches: BatchArrays) -> AppendInfo:
+        """Append whole v2 batches by making the file at ``path`` a segment of its own: the log
+        rolls at its end offset and the file is renamed into the new segment's ``.log``, so its
+        bytes are neither read nor copied. For a trusted writer with a file of batches too
+        large to be worth copying (the Spark sink's big staged files), checked by
+        ``can_take_segment_file``; as for ``append_from_file`` the writer has checked their
+        CRCs and numbered them from the log end offset, and ``batches`` is their header walk.
+        The producer-state checks, the indexes, the log end offset and the flush policy are
+        those of ``append_from_file``; a roll is one Kafka makes too (any offset may start a
+        segment), the file only decides where the next one starts."""
+        self._check_writable()
+        started = time.perf_counter_ns()
+        if not self.can_take_segment_file(path, batches):
+            raise InvalidConfigError(f"{path} cannot become a segment of {self.dir.name}: empty, "
+                                     f"larger than segment.bytes, too many batches to index, "
+                                     f"or on another file system")
+        lasts = batches.last_offset
+        max_ts, shallow = _max_timestamp_and_offset(batches.max_timestamp, lasts)
+        first, last = int(batches.base_offset[0]), int(lasts[-1])
+        records = int(batches.records_count.sum())
+        with self._lock:
+            if first != self._log_end_offset:
+                raise InvalidOffsetError(f"Batches numbered from {first} cannot be appended to "
+                                         f"{self.dir.name}, which ends at {self._log_end_offset}")
+            now = self.clock()
+            pending = self.producer_state.analyze_append(
+                ((None, batches.info(i)) for i in range(len(batches))), AppendOrigin.CLIENT,
+                segment_base_offset=first, start_position=0)
+            if pending.duplicate is not None:
+                raise InvalidOffsetError(f"Batches appended to {self.dir.name} repeat the "
+                                         f"producer's batch {pending.duplicate}: not appended")
+            seg = self.roll(first)
+            seg.take_log_file(path, batches.end, last, max_ts, shallow, batches)
+            self._dir_dirty = True
+            self._appended(seg, batches, pending, last, records, now)
+            self._count_append(records, batches.end, started)
+            return AppendInfo(first, last, max_ts, shallow, len(batches), records, batches.end)
+
     def _append_group_from_file(self, fd: int, scan: BatchArrays, lo: int, hi: int) -> None:
         start = int(scan.position[lo])
         size = int(scan.position[hi - 1] + scan.size[hi - 1]) - start

@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 
 from .config import LogConfig
-from .errors import CorruptRecordError, OffsetOverflowError, RecordTooLargeError
+from .errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
 from .format import _kernels
 from .format.log_input_stream import BatchArrays, BatchInfo, LogInputStream, scan_batches
 from .format.record_batch import HEADER_SIZE_UP_TO_MAGIC
@@ -263,6 +263,33 @@ class LogSegment:
             self._truncate_file(position)
             raise
         self._appended(position, size, largest_timestamp, shallow_offset_of_max_timestamp,
+                       batches.position, batches.size, batches.last_offset, batches.max_timestamp)
+
+    def take_log_file(self, src: Path, size: int, largest_offset: int, largest_timestamp: int,
+                      shallow_offset_of_max_timestamp: int, batches: BatchArrays) -> None:
+        """``append`` of a whole file of ``size`` bytes of v2 batches to this empty segment by
+        renaming ``src`` over its ``.log`` (one atomic rename on the same file system: the
+        segment is empty or whole, and no byte is copied); ``batches`` is their header walk.
+        The caller has checked the bytes and set every field; the indexes are exactly
+        ``append``'s. Nothing changes if the rename is refused (``EXDEV``: another file
+        system)."""
+        if not self.writable or self._size != 0:
+            raise KafkaLogError(f"{self.log_path} is not an empty writable segment: a file "
+                                f"can only become a segment of its own")
+        self._check_append(largest_offset, largest_timestamp, size)
+        fd = os.open(src, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size != size:
+                raise KafkaLogError(f"{src} holds {os.fstat(fd).st_size} bytes, not the "
+                                    f"{size} of its batches")
+            os.rename(src, self.log_path)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(self._fd)
+        self._fd = fd
+        self._preallocated = False
+        self._appended(0, size, largest_timestamp, shallow_offset_of_max_timestamp,
                        batches.position, batches.size, batches.last_offset, batches.max_timestamp)
 
     def _check_append(self, largest_offset: int, largest_timestamp: int, n: int) -> int:

@@ -246,6 +246,65 @@ def put_record_prefix(out, at, body_len, ts_delta, off_delta):
 
 
 @_njit
+def _varint_size(zz):
+    n = 1
+    while zz >= np.uint64(0x80):
+        zz >>= np.uint64(7)
+        n += 1
+    return n
+
+
+@_njit
+def layout_records(klen, vlen, hcount, hbytes, ts, room, overhead, first, batch_start, at,
+                   body_len, ts_delta, off_delta):
+    """Cut records into batches and place them, in two passes over the columns.
+
+    Batches are cut greedily with an upper bound of each record's size (its timestamp delta
+    bounded by the span of all timestamps, its offset delta by its index), so no batch's
+    records exceed ``room`` bytes (a record larger than that gets a batch of its own); then
+    each record's exact body length (``DefaultRecord.sizeInBytes``), timestamp and offset
+    deltas, and its position in the output, each batch's ``overhead``-byte header left open
+    before its first record. Fills ``first[:nb]`` (each batch's first record),
+    ``batch_start[:nb + 1]`` (each batch's first byte, then the total size) and the per-record
+    arrays; returns ``nb``."""
+    n = ts.shape[0]
+    lo = ts.min()
+    hi = ts.max()
+    nb = 0
+    used = 0
+    for i in range(n):
+        k, v = klen[i], vlen[i]
+        fixed = (1 + _varint_size(_zz32(k)) + max(k, 0) + _varint_size(_zz32(v)) + max(v, 0)
+                 + _varint_size(_zz32(hcount[i])) + hbytes[i])
+        body_len[i] = fixed
+        span = max(abs(ts[i] - lo), abs(ts[i] - hi))
+        bound = fixed + _varint_size(_zz64(span)) + _varint_size(_zz32(np.int64(i)))
+        bound += _varint_size(_zz32(bound))
+        if nb == 0 or used + bound > room:
+            first[nb] = i
+            nb += 1
+            used = 0
+        used += bound
+    pos = 0
+    b = -1
+    for i in range(n):
+        if b + 1 < nb and first[b + 1] == i:
+            b += 1
+            batch_start[b] = pos
+            pos += overhead
+        d = ts[i] - ts[first[b]]
+        o = i - first[b]
+        body = body_len[i] + _varint_size(_zz64(d)) + _varint_size(_zz32(o))
+        body_len[i] = body
+        ts_delta[i] = d
+        off_delta[i] = o
+        at[i] = pos
+        pos += _varint_size(_zz32(body)) + body
+    batch_start[nb] = pos
+    return nb
+
+
+@_njit
 def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs, vlen,
                   hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen):
     """Lay every record out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): length, attributes

@@ -440,10 +440,13 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                    transactional: bool = False, timestamp_type: int = CREATE_TIME,
                    log_append_time: int | None = None,
                    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                   compression_level: int | None = None, now_ms: int | None = None) -> memoryview:
+                   compression_level: int | None = None, now_ms: int | None = None,
+                   rows: np.ndarray | None = None) -> memoryview:
     """Encode Arrow columns ``value`` (required), ``key``, ``timestamp`` and ``headers`` into v2
     record batches of at most ``max_batch_bytes`` (a single larger record gets a batch of its
     own, as a producer does), offsets from ``base_offset``. Missing timestamps are "now".
+    ``rows``: encode only these rows of ``table``, in this order (a partition's rows picked
+    out of a mixed batch without copying the table).
 
     Returns a writable ``memoryview`` of the batches: bytes-like for files, sockets, ``==`` and
     ``bytes()``, and mutable so a log can assign offsets in place as a broker does (baseOffset is
@@ -462,48 +465,35 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         raise InvalidConfigError("timestamp_type LogAppendTime needs log_append_time")
     if max_batch_bytes < RECORD_BATCH_OVERHEAD + MIN_RECORD_SIZE:
         raise InvalidConfigError(f"max_batch_bytes {max_batch_bytes} is too small for a batch")
-    n = table.num_rows
+    n = table.num_rows if rows is None else len(rows)
     if n == 0:
         return memoryview(bytearray())
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    total = table.num_rows
     value = _binary_column(table, "value", required=True)
     key = _binary_column(table, "key", required=False)
-    kdata, koffs, klen = _arrow_bytes(key, n)
-    vdata, voffs, vlen = _arrow_bytes(value, n)
-    ts = _timestamps(table, n, now)
-    hcount, hfirst, (hkdata, hkoffs, hklen), (hvdata, hvoffs, hvlen), hbytes = _header_columns(table, n)
+    kdata, koffs, klen = _arrow_bytes(key, total)
+    vdata, voffs, vlen = _arrow_bytes(value, total)
+    ts = _timestamps(table, total, now)
+    hcount, hfirst, (hkdata, hkoffs, hklen), (hvdata, hvoffs, hvlen), hbytes = _header_columns(table, total)
+    if rows is not None:
+        # the records' fields are read through offsets: selecting them selects the records
+        koffs, klen, voffs, vlen, ts, hcount, hfirst, hbytes = (
+            a[rows] for a in (koffs, klen, voffs, vlen, ts, hcount, hfirst, hbytes))
 
-    # Split into batches with an upper bound of each record's size (the exact deltas depend on
-    # the batch), so no batch exceeds max_batch_bytes.
-    def zz32(v: np.ndarray) -> np.ndarray:
-        return varint_sizes(zigzag_array(v, 32))
-
-    fixed = (1 + zz32(klen) + np.maximum(klen, 0) + zz32(vlen) + np.maximum(vlen, 0)
-             + zz32(hcount) + hbytes)
-    span = np.maximum(np.abs(ts - ts.min()), np.abs(ts - ts.max()))
-    bound_body = fixed + varint_sizes(zigzag_array(span, 64)) + zz32(np.arange(n))
-    cum = np.cumsum(bound_body + zz32(bound_body))
-    firsts = []
-    i = 0
-    room = max_batch_bytes - RECORD_BATCH_OVERHEAD
-    while i < n:
-        firsts.append(i)
-        before = cum[i - 1] if i else 0
-        i = max(int(np.searchsorted(cum, before + room, side="right")), i + 1)
-    first = np.array(firsts, np.int64)
-    nb = first.shape[0]
+    # Batches cut and records placed in one compiled pass (_kernels.layout_records): each
+    # batch's records fit max_batch_bytes by an upper bound of their sizes.
+    first = np.empty(n, np.int64)
+    batch_bounds = np.empty(n + 1, np.int64)
+    at, body_len, ts_delta, off_delta = (np.empty(n, np.int64) for _ in range(4))
+    nb = _kernels.layout_records(klen, vlen, hcount, hbytes, ts,
+                                 max_batch_bytes - RECORD_BATCH_OVERHEAD, RECORD_BATCH_OVERHEAD,
+                                 first, batch_bounds, at, body_len, ts_delta, off_delta)
+    first = first[:nb]
+    batch_start, batch_end = batch_bounds[:nb], batch_bounds[1:nb + 1]
     counts = np.diff(np.append(first, n))
-    batch_of = np.repeat(np.arange(nb), counts)
-    off_delta = np.arange(n, dtype=np.int64) - first[batch_of]
     base_ts = ts[first]
-    ts_delta = ts - base_ts[batch_of]
-    body_len = fixed + varint_sizes(zigzag_array(ts_delta, 64)) + zz32(off_delta)
-    rec_size = zz32(body_len) + body_len
-    # records at their final place, each batch's 61-byte header left open before its first
-    at = np.cumsum(rec_size) - rec_size + RECORD_BATCH_OVERHEAD * (batch_of + 1)
-    batch_start = at[first] - RECORD_BATCH_OVERHEAD
-    batch_end = np.append(batch_start[1:], int(rec_size.sum()) + RECORD_BATCH_OVERHEAD * nb)
-    out = np.empty(int(batch_end[-1]), np.uint8)   # every byte is written below
+    out = np.empty(int(batch_bounds[nb]), np.uint8)   # every byte is written below
     _kernels.write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs,
                            vlen, hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen)
 
@@ -526,7 +516,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                 half = cnt // 2
                 for sub, sub_cnt in ((lo, half), (lo + half, cnt - half)):
                     parts.append(encode_batches(
-                        table.slice(sub, sub_cnt), compression=codec, base_offset=base_offset + sub,
+                        table.slice(sub, sub_cnt) if rows is None else table, compression=codec, base_offset=base_offset + sub,
                         max_batch_bytes=max_batch_bytes, producer_id=producer_id,
                         producer_epoch=producer_epoch,
                         base_sequence=(increment_sequence(base_sequence, sub)
@@ -534,7 +524,8 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                         transactional=transactional, timestamp_type=timestamp_type,
                         log_append_time=log_append_time,
                         partition_leader_epoch=partition_leader_epoch,
-                        compression_level=compression_level, now_ms=now))
+                        compression_level=compression_level, now_ms=now,
+                        rows=None if rows is None else rows[sub:sub + sub_cnt]))
                 continue
             head = bytearray(RECORD_BATCH_OVERHEAD)
             target, at_ = head, 0

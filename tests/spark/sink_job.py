@@ -9,7 +9,10 @@ Prints ``ready <seconds since start>`` once the query is started (the JVM and th
 workers are up) and ``done <batches> <seconds since start>`` when the query ended by itself;
 exits 0 then, 1 if the query failed.
 
-    python sink_job.py SRC OUT CHK MAX_OFFSETS_PER_TRIGGER
+    python sink_job.py SRC OUT CHK MAX_OFFSETS_PER_TRIGGER [STAGED_SEGMENT_MIN_BYTES]
+
+With STAGED_SEGMENT_MIN_BYTES (the sink option ``stagedSegmentMinBytes``; 1: every staged file)
+the commits rename staged files into the logs as segments instead of copying them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 def main(argv: list[str]) -> int:
     t0 = time.monotonic()
     src, out, chk, max_offsets = argv[1], argv[2], argv[3], argv[4]
+    segment_min = argv[5] if len(argv) > 5 else None
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     sys.path.insert(0, str(REPO))
@@ -42,12 +46,15 @@ def main(argv: list[str]) -> int:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kafka_log_source.register(spark)
-    q = (spark.readStream.format("kafkalog").option("path", src).option("subscribe", "in")
+    w = (spark.readStream.format("kafkalog").option("path", src).option("subscribe", "in")
          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max_offsets)
          .load().selectExpr("key", "value")
          .writeStream.format("kafkalog").option("path", out).option("topic", "out")
          .option("numPartitions", "3").option("checkpointLocation", chk)
-         .trigger(availableNow=True).start())
+         .trigger(availableNow=True))
+    if segment_min is not None:
+        w = w.option("stagedSegmentMinBytes", segment_min)
+    q = w.start()
     print(f"ready {time.monotonic() - t0:.3f}", flush=True)
     try:
         q.awaitTermination()

@@ -543,6 +543,9 @@ def test_invalid_option_values_named(spark, tmp_path):
         ({"max.message.bytes": "abc"},
          "Invalid value 'abc' for configuration max.message.bytes"),
         ({"fsync": "sometimes"}, "Invalid value 'sometimes' for option 'fsync'"),
+        ({"stagedSegmentMinBytes": "0"}, "Option 'stagedSegmentMinBytes' must be positive"),
+        ({"stagedSegmentMinBytes": "32M"},
+         "Invalid value '32M' for option 'stagedSegmentMinBytes'"),
         ({"path": " "}, "Option 'path' must be specified"),
     ]
     for opts, message in cases:

@@ -214,6 +214,7 @@ def planned_ends(chk: Path, batch: int) -> dict[str, int]:
 class PartitionScan:
     data_records: int = 0       # records of data batches (committed, aborted or open)
     open_txn: bool = False      # the producer has a transaction without its marker here
+    segments: int = 0           # .log files holding data batches
 
 
 def scan_out(out: Path, pid: int) -> dict[int, PartitionScan]:
@@ -229,15 +230,18 @@ def scan_out(out: Path, pid: int) -> dict[int, PartitionScan]:
             continue
         scan = PartitionScan()
         for seg in sorted(d.glob("*.log")):
+            had_data = False
             for b in iter_batches(seg.read_bytes()):
                 h = b.header
                 if h.is_control:
                     if h.producer_id == pid:
                         scan.open_txn = False
                     continue
+                had_data = True
                 scan.data_records += h.records_count
                 if h.is_transactional and h.producer_id == pid:
                     scan.open_txn = True
+            scan.segments += had_data
         result[int(d.name[len("out-"):])] = scan
     return result
 
@@ -289,7 +293,8 @@ def assert_exactly_once(spark, source: Source, out: Path, chk: Path) -> tuple[Co
 
 # ====================================================================== 1. crash points
 
-def start_query(spark, source: Source, out: Path, chk: Path, crash_at: str | None = None):
+def start_query(spark, source: Source, out: Path, chk: Path, crash_at: str | None = None,
+                segment_min: int | None = None):
     w = (spark.readStream.format("kafkalog").option("path", str(source.root))
          .option("subscribe", "in").option("startingOffsets", "earliest")
          .option("maxOffsetsPerTrigger", "200").load()
@@ -299,12 +304,15 @@ def start_query(spark, source: Source, out: Path, chk: Path, crash_at: str | Non
          .trigger(availableNow=True))
     if crash_at is not None:
         w = w.option("kafkalog.test.crashAt", crash_at)
+    if segment_min is not None:
+        w = w.option("stagedSegmentMinBytes", str(segment_min))
     return w.start()
 
 
-def run_killed(spark, source: Source, out: Path, chk: Path, point: str) -> None:
+def run_killed(spark, source: Source, out: Path, chk: Path, point: str,
+               segment_min: int | None = None) -> None:
     """A run with ``kafkalog.test.crashAt=point``: the commit's process dies, the query fails."""
-    q = start_query(spark, source, out, chk, crash_at=point)
+    q = start_query(spark, source, out, chk, crash_at=point, segment_min=segment_min)
     try:
         with pytest.raises(StreamingQueryException) as failure:
             finished = q.awaitTermination(QUERY_TIMEOUT)
@@ -314,9 +322,10 @@ def run_killed(spark, source: Source, out: Path, chk: Path, point: str) -> None:
     assert "Python worker exited unexpectedly" in str(failure.value), str(failure.value)[:2000]
 
 
-def run_to_end(spark, source: Source, out: Path, chk: Path) -> None:
+def run_to_end(spark, source: Source, out: Path, chk: Path,
+               segment_min: int | None = None) -> None:
     """The restart, without the fault, to the end."""
-    q = start_query(spark, source, out, chk)
+    q = start_query(spark, source, out, chk, segment_min=segment_min)
     try:
         assert q.awaitTermination(QUERY_TIMEOUT), "the restarted query did not end"
     finally:
@@ -335,16 +344,25 @@ LEFT_BY_CRASH = {
 }
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_commit_killed_at(spark, source, tmp_path, point):
+# the points where a staged file renamed in as a segment (stagedSegmentMinBytes=1) leaves
+# something different on disk from a copied one: part of the batch, all of it before the markers
+RENAMED_IN = ["between_partitions", "appended", "between_markers"]
+
+
+@pytest.mark.parametrize("point,segment_min",
+                         [(p, None) for p in CRASH_POINTS] + [(p, 1) for p in RENAMED_IN],
+                         ids=[*CRASH_POINTS, *(f"{p}-renamed-in" for p in RENAMED_IN)])
+def test_commit_killed_at(spark, source, tmp_path, point, segment_min):
     """The commit of micro-batch 0 kills its process at ``point`` (observed: the query fails,
     ``offsets/0`` written, ``commits/0`` not); the kill leaves the state ``point`` names; the
     restart on the same checkpoint, without the option, completes the query exactly once: an
     ``ongoing`` batch is aborted (its appended records stay, hidden from read_committed) and
     written again, a ``prepare_commit`` one is committed without appending it twice, a
-    ``complete`` one is not appended again when Spark replays batch 0."""
+    ``complete`` one is not appended again when Spark replays batch 0. ``-renamed-in``: the
+    staged files become segments of their own (``Log.append_segment_file``) instead of being
+    copied, before the kill and after it."""
     out, chk = tmp_path / "out", tmp_path / "chk"
-    run_killed(spark, source, out, chk, point)
+    run_killed(spark, source, out, chk, point, segment_min)
 
     assert spark_log(chk) == ({0}, set())
     batch0 = source.values_below(planned_ends(chk, 0))
@@ -373,7 +391,9 @@ def test_commit_killed_at(spark, source, tmp_path, point):
     else:
         assert not committed_now
 
-    run_to_end(spark, source, out, chk)
+    if segment_min is not None:                      # batch 0's staged files became segments
+        assert all(s.segments > 1 for p, s in scan.items() if s.data_records), scan
+    run_to_end(spark, source, out, chk, segment_min)
     _, extra = assert_exactly_once(spark, source, out, chk)
     # an aborted batch 0 left exactly its appended records, a committed one nothing
     assert extra == (appended if state == "ongoing" else Counter()), (point, extra)
@@ -503,12 +523,14 @@ class Job:
     _last_txn: str | None = None
 
     @classmethod
-    def start(cls, source: Source, out: Path, chk: Path, err: Path) -> "Job":
+    def start(cls, source: Source, out: Path, chk: Path, err: Path,
+              segment_min: int | None = None) -> "Job":
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        extra = [] if segment_min is None else [str(segment_min)]
         with open(err, "ab") as stderr:
             proc = subprocess.Popen(
                 [sys.executable, str(JOB), str(source.root), str(out), str(chk),
-                 str(JOB_MAX_OFFSETS)],
+                 str(JOB_MAX_OFFSETS), *extra],
                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
                 start_new_session=True)
         job = cls(proc, chk, err)
@@ -682,12 +704,15 @@ def run_trial(source: Source, root: Path, trial: int) -> Trial:
     root.mkdir(parents=True)
     out, chk, err = root / "out", root / "chk", root / "job.stderr"
     kills = rng.choice([1, 1, 2, 3]) if SLOW else 1
+    # odd trials: every staged file renamed into the logs as a segment (Log.append_segment_file),
+    # even ones: copied onto the active segment; the same for every run of the trial's query
+    segment_min = 1 if trial % 2 else None
     result = Trial(out, chk, [], [])
     for g in range(kills):
         first = len(spark_log(chk)[1])          # batches already committed by Spark
         if first >= JOB_BATCHES:
             break                               # a kill came too late: nothing left to do
-        job = Job.start(source, out, chk, err)
+        job = Job.start(source, out, chk, err, segment_min)
         try:
             hit = kill_run(job, rng, "cycle" if (trial + g) % 2 == 0 else "commit", first)
         finally:
@@ -703,7 +728,7 @@ def run_trial(source: Source, root: Path, trial: int) -> Trial:
         result.hits.append(hit)
         result.runs.append(f"killed at {hit['at']}s ({job.timings()})" if "at" in hit
                            else f"not killed ({job.timings()})")
-    job = Job.start(source, out, chk, err)
+    job = Job.start(source, out, chk, err, segment_min)
     try:
         job.finish()
     finally:

@@ -222,3 +222,28 @@ def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monke
     finally:
         os.close(fd)
         seg.close()
+
+
+def test_staged_files_renamed_in_as_segments_hold_what_the_validated_path_writes(
+        tmp_path, monkeypatch):
+    """``stagedSegmentMinBytes=1``: every staged file becomes a segment of its own
+    (``Log.append_segment_file``, renamed, not copied): per partition the same data batches
+    byte for byte as ``Log.append_raw`` of the same staged bytes, in as many more segments as
+    there were staged files, the staged files gone, and the storage engine's verification
+    (every offset- and time-index entry checked against the log) passes."""
+    from storage_core.cli import main as cli_main
+
+    fast = _stage_and_commit(tmp_path, "renamed", True, monkeypatch,
+                             stagedSegmentMinBytes="1", **{"index.interval.bytes": "999"})
+    slow = _stage_and_commit(tmp_path, "slow", False, monkeypatch,
+                             **{"index.interval.bytes": "999"})
+    for part in ("t-0", "t-1"):
+        fast_logs = sorted((fast / part).glob("*.log"))
+        slow_logs = sorted((slow / part).glob("*.log"))
+        # 3 commits of 2 tasks (the markers, stamped now, roll by time after records of 2001)
+        assert sum(1 for p in fast_logs if _data_batches(p)) == 3 * 2
+        assert sum(1 for p in slow_logs if _data_batches(p)) < 3 * 2
+        assert (b"".join(_data_batches(p) for p in fast_logs)
+                == b"".join(_data_batches(p) for p in slow_logs))
+    assert not list((tmp_path / "staging-renamed").rglob("*.batches"))
+    assert cli_main(["verify", str(fast)]) == 0
