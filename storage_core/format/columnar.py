@@ -45,7 +45,7 @@ SCHEMA = pa.schema([
     ("isTransactional", pa.bool_()),
     ("isControl", pa.bool_()),
 ])
-_NO_HEADERS = pa.array([], HEADER_TYPE)
+_NO_HEADERS = pa.nulls(0, HEADER_TYPE)     # (pa.array([]) would import pandas: ~0.2 s a process)
 DEFAULT_MAX_BATCH_BYTES = 1 << 20     # stays under max.message.bytes (1048588) with the header
 
 
