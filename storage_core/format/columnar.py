@@ -516,7 +516,8 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                 half = cnt // 2
                 for sub, sub_cnt in ((lo, half), (lo + half, cnt - half)):
                     parts.append(encode_batches(
-                        table.slice(sub, sub_cnt) if rows is None else table, compression=codec, base_offset=base_offset + sub,
+                        table.slice(sub, sub_cnt) if rows is None else table, compression=codec,
+                        base_offset=base_offset + sub,
                         max_batch_bytes=max_batch_bytes, producer_id=producer_id,
                         producer_epoch=producer_epoch,
                         base_sequence=(increment_sequence(base_sequence, sub)
