@@ -285,12 +285,10 @@ class SinkCoordinator:
         entry = log_.producer_state.last_entry(producer.producer_id)
         seq = (increment_sequence(entry.last_seq, 1)
                if entry is not None and entry.last_seq >= 0 else 0)
-        fast = can_append_staged(log_.config)
+        if can_append_staged(log_.config):
+            append_staged(log_, runs, producer, seq, self.opts.staged_segment_min_bytes)
+            return
         for run in runs:
-            if fast:
-                seq = append_staged(log_, run, producer, seq,
-                                    self.opts.staged_segment_min_bytes).next_sequence
-                continue
             for chunk in _staged_chunks(Path(run.path), run.size,
                                         min(STAGED_CHUNK, log_.config.segment_bytes)):
                 seq = number_sequences(chunk, seq)

@@ -60,7 +60,7 @@ def can_append_staged(config: LogConfig) -> bool:
 
 @dataclass(frozen=True)
 class StagedAppend:
-    """What one staged file added to a log."""
+    """What a partition's staged files added to its log."""
 
     first_offset: int
     last_offset: int
@@ -68,41 +68,56 @@ class StagedAppend:
     next_sequence: int
 
 
-def append_staged(log_: Log, run: StagedRun, producer: ProducerIdentity,
+def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
                   first_sequence: int, segment_min_bytes: int) -> StagedAppend:
-    """Append the staged file of ``run`` to ``log_`` as batches of ``producer`` numbered from
-    ``first_sequence``; returns what was appended and the next sequence. A file of at least
-    ``segment_min_bytes`` that fits a segment becomes one (``Log.append_segment_file``: renamed
-    in, not copied); a smaller one is copied onto the active segment. Raises before writing
-    anything if the file is not exactly ``run.size`` bytes of intact batches of this
-    producer."""
-    path = Path(run.path)
-    fd = os.open(path, os.O_RDWR)
+    """Append the staged files of ``runs`` (one partition's, in order) to ``log_`` as batches
+    of ``producer`` numbered from its end offset and from ``first_sequence``; returns what was
+    appended and the next sequence. Every file is checked and numbered before the first is
+    appended: a damaged one (not exactly ``run.size`` bytes of intact batches of this
+    producer) fails the partition before anything is written to it, and the disk write the
+    tasks started for the big files (``writer.start_writeback``) runs on meanwhile. A file of
+    at least ``segment_min_bytes`` that fits a segment becomes one (``Log.append_segment_file``:
+    renamed in, not copied); a smaller one is copied onto the active segment."""
+    # the commit is the only user of this log (the partition's writer lock is ours), so the
+    # offsets the batches are numbered from are the ones they are appended at, which
+    # Log.append_from_file / append_segment_file check all the same
+    offset, seq = log_.log_end_offset, first_sequence
+    numbered: list[tuple[Path, int, int, BatchArrays]] = []
     try:
-        size = os.fstat(fd).st_size
-        if size != run.size:
-            raise KafkaLogError(f"Staged file {path} holds {size} bytes, its task wrote "
-                                f"{run.size}: staging was changed or truncated")
-        if size == 0:
-            return StagedAppend(-1, -1, 0, first_sequence)
-        # the commit is the only user of this log (the partition's writer lock is ours), so
-        # the end offset the batches are numbered from is the one they are appended at, which
-        # Log.append_from_file checks all the same
-        scan = _number(fd, size, path, log_, producer, first_sequence)
-        if size >= segment_min_bytes and log_.can_take_segment_file(path, scan):
-            info = log_.append_segment_file(path, scan)
-        else:
-            info = log_.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
-        return StagedAppend(info.first_offset, info.last_offset, info.num_records,
-                            (first_sequence + info.num_records) % 2**31)
+        for run in runs:
+            path = Path(run.path)
+            fd = os.open(path, os.O_RDWR)
+            numbered.append((path, fd, run.size, None))
+            size = os.fstat(fd).st_size
+            if size != run.size:
+                raise KafkaLogError(f"Staged file {path} holds {size} bytes, its task wrote "
+                                    f"{run.size}: staging was changed or truncated")
+            if size == 0:
+                continue
+            scan = _number(fd, size, path, offset, log_.config, producer, seq)
+            numbered[-1] = (path, fd, size, scan)
+            count = int(scan.records_count.sum())
+            offset += count
+            seq = (seq + count) % 2**31
+        first = log_.log_end_offset
+        for path, fd, size, scan in numbered:
+            if scan is None:
+                continue
+            if size >= segment_min_bytes and log_.can_take_segment_file(path, scan):
+                log_.append_segment_file(path, scan)
+            else:
+                log_.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
     finally:
-        os.close(fd)
+        for _, fd, _, _ in numbered:
+            os.close(fd)
+    return StagedAppend(first, log_.log_end_offset - 1, log_.log_end_offset - first, seq)
 
 
-def _number(fd: int, size: int, path: Path, log_: Log, producer: ProducerIdentity,
-            first_sequence: int) -> BatchArrays:
-    """Check the staged batches (CRCs, headers) and give them their base offsets and base
-    sequences in place; returns their header walk as patched."""
+def _number(fd: int, size: int, path: Path, first_offset: int, config: LogConfig,
+            producer: ProducerIdentity, first_sequence: int) -> BatchArrays:
+    """Check the staged batches (CRCs, headers, ``max.message.bytes`` of ``config``) and give
+    them their base offsets from ``first_offset`` and base sequences from ``first_sequence``
+    in place; returns their header walk as patched."""
     flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)   # one fault-in, not 60k
     with mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE) as m:
         scan = scan_batches(m, verify=True, source=str(path))
@@ -110,11 +125,11 @@ def _number(fd: int, size: int, path: Path, log_: Log, producer: ProducerIdentit
             raise KafkaLogError(f"Staged file {path} ends with {size - scan.end} bytes that are "
                                 f"not a whole batch after {scan.end} of {size} bytes: staging "
                                 f"was changed or truncated")
-        _check_headers(scan, producer, log_.config, path)
+        _check_headers(scan, producer, config, path)
         counts = scan.records_count
         seqs = first_sequence + np.cumsum(counts) - counts
         seqs = np.where(seqs > 2**31 - 1, seqs - 2**31, seqs)          # sequences wrap
-        bases = log_.log_end_offset + np.cumsum(counts) - counts
+        bases = first_offset + np.cumsum(counts) - counts
         old_seqs = scan.column("base_sequence")
         crcs = crc_after_field_change(scan.column("crc"), old_seqs, seqs,
                                       scan.size - BASE_SEQUENCE_OFFSET - 4)
