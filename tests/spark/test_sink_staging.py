@@ -247,3 +247,32 @@ def test_staged_files_renamed_in_as_segments_hold_what_the_validated_path_writes
                 == b"".join(_data_batches(p) for p in slow_logs))
     assert not list((tmp_path / "staging-renamed").rglob("*.batches"))
     assert cli_main(["verify", str(fast)]) == 0
+
+
+@pytest.mark.parametrize("segment_min", ["1", "1000000000"], ids=["renamed-in", "copied"])
+def test_a_damaged_later_staged_file_fails_the_partition_before_its_first_is_appended(
+        tmp_path, segment_min):
+    """Two tasks' staged files for one partition, the second damaged: the commit refuses it
+    naming the file, and the partition holds nothing of the batch, not even the first task's
+    intact file (every file is checked before the first is appended); the first file is still
+    where its task left it (not renamed into the log)."""
+    from kafka_log_sink.commit import SinkCoordinator
+    from kafka_log_sink.options import parse_sink_options
+    from kafka_log_sink.writer import ProducerIdentity, stage_all
+    from storage_core.log import Log
+
+    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
+                               "stagingLocation": str(tmp_path / "staging"),
+                               "stagedSegmentMinBytes": segment_min})
+    producer = ProducerIdentity(98)
+    table = pa.table({"value": pa.array([b"v%d" % i for i in range(5000)])})
+    (good,), (bad,) = (stage_all(opts, producer, "w", 0, iter(table.to_batches(1000))).runs
+                       for _ in range(2))
+    raw = bytearray(Path(bad.path).read_bytes())
+    raw[len(raw) // 3] ^= 0x10
+    Path(bad.path).write_bytes(raw)
+    with pytest.raises(KafkaLogError, match=r"t-0\.batches"):
+        SinkCoordinator(opts).commit([good, bad], 0, producer)
+    with Log.open(tmp_path / "out" / "t-0") as log_:
+        assert log_.log_end_offset == 0
+    assert Path(good.path).exists()
