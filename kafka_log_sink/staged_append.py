@@ -9,7 +9,9 @@ one producer id and Kafka wants that producer's sequences consecutive in a parti
 commit therefore, per staged file:
 
 1. maps it and checks every batch's CRC (a torn or damaged staged file never reaches a log),
-   and checks the headers are what a task of this query writes;
+   and checks the headers are what a task of this query writes; a file its task sent to the
+   disk directly (``staging_file``: big files under fsync per commit) had its CRCs checked by
+   the task as it wrote them, and only its headers are read back here, not its 100s of MB;
 2. numbers the batches in the map: base offsets from the log end offset, base sequences from
    the producer's last one in the partition, each CRC updated for its new sequence from the
    old CRC alone (``crc_patch``: the payload is not read again);
@@ -74,8 +76,7 @@ def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
     of ``producer`` numbered from its end offset and from ``first_sequence``; returns what was
     appended and the next sequence. Every file is checked and numbered before the first is
     appended: a damaged one (not exactly ``run.size`` bytes of intact batches of this
-    producer) fails the partition before anything is written to it, and the disk write the
-    tasks started for the big files (``writer.start_writeback``) runs on meanwhile. A file of
+    producer) fails the partition before anything is written to it. A file of
     at least ``segment_min_bytes`` that fits a segment becomes one (``Log.append_segment_file``:
     renamed in, not copied); a smaller one is copied onto the active segment."""
     # the commit is the only user of this log (the partition's writer lock is ours), so the
@@ -94,7 +95,8 @@ def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
                                     f"{run.size}: staging was changed or truncated")
             if size == 0:
                 continue
-            scan = _number(fd, size, path, offset, log_.config, producer, seq)
+            scan = _number(fd, size, path, offset, log_.config, producer, seq,
+                           verify=not run.written_direct)
             numbered[-1] = (path, fd, size, scan)
             count = int(scan.records_count.sum())
             offset += count
@@ -114,13 +116,19 @@ def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
 
 
 def _number(fd: int, size: int, path: Path, first_offset: int, config: LogConfig,
-            producer: ProducerIdentity, first_sequence: int) -> BatchArrays:
-    """Check the staged batches (CRCs, headers, ``max.message.bytes`` of ``config``) and give
-    them their base offsets from ``first_offset`` and base sequences from ``first_sequence``
-    in place; returns their header walk as patched."""
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)   # one fault-in, not 60k
+            producer: ProducerIdentity, first_sequence: int, verify: bool = True) -> BatchArrays:
+    """Check the staged batches (CRCs unless ``verify`` is false, headers,
+    ``max.message.bytes`` of ``config``) and give them their base offsets from
+    ``first_offset`` and base sequences from ``first_sequence`` in place; returns their header
+    walk as patched."""
+    # Checking CRCs reads every byte: one fault-in of the file (it is in the page cache), not
+    # 60k. Without, only the headers are read: a direct file is on disk, not in the page cache,
+    # and is not read into it.
+    flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if verify else 0)
     with mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE) as m:
-        scan = scan_batches(m, verify=True, source=str(path))
+        if not verify and hasattr(m, "madvise"):
+            m.madvise(mmap.MADV_RANDOM)     # no read-ahead around each header
+        scan = scan_batches(m, verify=verify, source=str(path))
         if scan.legacy_at_end or scan.end != size:
             raise KafkaLogError(f"Staged file {path} ends with {size - scan.end} bytes that are "
                                 f"not a whole batch after {scan.end} of {size} bytes: staging "

@@ -8,9 +8,9 @@ flag; the driver only numbers them (base offset and base sequence) when it commi
 
 from __future__ import annotations
 
-import ctypes
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -27,6 +27,10 @@ from storage_core.format.log_input_stream import scan_batches
 
 from .options import SinkOptions, check_topic, default_staging
 from .partitioner import partitions_for_keys
+from .staging_file import StagingFile
+
+MAX_DIRECT_FILES = 8        # a task's files that may go to the disk directly: 2 x 4 MiB of
+                            # buffers each; the task's other partitions are staged buffered
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class StagedRun:
     path: str
     records: int
     size: int
+    written_direct: bool = False    # sent to the disk by the task, its CRCs checked as it was
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,11 @@ class BatchStager:
         self.producer = producer
         self.dir = default_staging(opts) / write_id / f"batch-{batch_id if batch_id is not None else 0}" \
             / uuid.uuid4().hex
-        self._files: dict[tuple[str, int], tuple[Path, int, int]] = {}
-        self._fds: dict[tuple[str, int], int] = {}
+        self._files: dict[tuple[str, int], tuple[StagingFile, int]] = {}
+        # fsync per commit: the commit needs the bytes on disk, so big files go there directly
+        # (staging_file), written by one thread of the task's while it encodes
+        self._writer = (ThreadPoolExecutor(1, thread_name_prefix="kafkalog-staging")
+                        if opts.fsync == "commit" else None)
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, int] = {}
         self.rows = 0
@@ -162,8 +170,18 @@ class BatchStager:
                              producer_id=self.producer.producer_id,
                              producer_epoch=self.producer.epoch, base_sequence=0,
                              transactional=True)
+        key = (topic, partition)
+        staged, records = self._files.get(key, (None, 0))
+        if staged is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            direct = self._writer is not None and len(self._files) < MAX_DIRECT_FILES
+            staged = StagingFile(self.dir / f"{topic}-{partition}.batches",
+                                 self._writer if direct else None)
+            self._files[key] = (staged, 0)
         limit = self.opts.log_config.max_message_bytes
-        scan = scan_batches(raw)
+        # a file that may go direct is not read back by the commit: its CRCs are checked here,
+        # on the bytes handed to it
+        scan = scan_batches(raw, verify=staged.may_go_direct, source=str(staged.path))
         too_big = np.flatnonzero(scan.size > limit)
         if too_big.size:
             i = int(too_big[0])
@@ -171,65 +189,30 @@ class BatchStager:
                 f"A record batch for {topic}-{partition} is {int(scan.size[i])} bytes, larger than "
                 f"max.message.bytes {limit} (a single record too large for the topic); nothing "
                 f"of this micro-batch was written")
-        key = (topic, partition)
-        path, records, size = self._files.get(key, (None, 0, 0))
-        if path is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            path = self.dir / f"{topic}-{partition}.batches"
-            self._fds[key] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-        view = memoryview(raw).cast("B")
-        while view:
-            view = view[os.write(self._fds[key], view):]
+        staged.write(raw)
         count = rows.num_rows if picked is None else len(picked)
-        self._files[key] = (path, records + count, size + len(raw))
+        self._files[key] = (staged, records + count)
 
     def close(self) -> None:
         """Close the staged files (``finish`` does; a failed task's are closed too)."""
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        for staged, _ in self._files.values():
+            staged.close()
+        if self._writer is not None:
+            self._writer.shutdown()
 
     def finish(self) -> SinkCommitMessage:
-        if self.opts.fsync == "commit":
-            # A file this big becomes a segment at the commit, which must have it on disk
-            # before it returns: its writeback starts now, while other tasks still run, not
-            # in the driver after all of them (measured: the commit's share of the disk
-            # write halves, bench/spark_write.py). Smaller files are copied and deleted.
-            for key, (_, _, size) in self._files.items():
-                if size >= self.opts.staged_segment_min_bytes:
-                    start_writeback(self._fds[key], 0, size)
+        for staged, _ in self._files.values():
+            staged.finish()
         self.close()
         # Staged files are not fsynced: they matter only until the driver's commit has
-        # appended them to the logs (made durable there; the writeback above only starts
-        # early). A crash before that leaves the transaction "ongoing", which the restart
-        # aborts, and Spark runs the batch's tasks again into fresh staging; a torn staged
-        # file is never read after a crash.
-        runs = [StagedRun(topic, partition, str(path), records, size)
-                for (topic, partition), (path, records, size) in sorted(self._files.items())]
+        # appended them to the logs (made durable there; a direct file is on disk already).
+        # A crash before that leaves the transaction "ongoing", which the restart aborts, and
+        # Spark runs the batch's tasks again into fresh staging; a torn staged file is never
+        # read after a crash.
+        runs = [StagedRun(topic, partition, str(staged.path), records, staged.size,
+                          staged.written_direct)
+                for (topic, partition), (staged, records) in sorted(self._files.items())]
         return SinkCommitMessage(tuple(runs), self.rows, self.producer)
-
-
-def _sync_file_range():
-    """libc's ``sync_file_range`` (Linux; Python's ``os`` has no binding), or None."""
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (AttributeError, OSError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def start_writeback(fd: int, offset: int, nbytes: int) -> None:
-    """Start writing the dirty pages of ``[offset, offset + nbytes)`` of ``fd`` to disk without
-    waiting for them (``sync_file_range(SYNC_FILE_RANGE_WRITE)``). A hint only: nothing is
-    promised durable and a failure is left to the fsync that follows (which reports it)."""
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
 def _record_columns(rows: pa.Table) -> pa.Table:

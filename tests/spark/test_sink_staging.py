@@ -202,6 +202,8 @@ def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monke
     src = tmp_path / "staged"
     src.write_bytes(raw)
     scan = scan_batches(raw)
+    # the shallow offset of the max timestamp: the last offset of the first batch holding it
+    shallow = int(scan.last_offset[int(scan.max_timestamp.argmax())])
     seg = LogSegment.open(tmp_path, 0, LogConfig())
 
     def failing_copy(src_fd, src_pos, dst_fd, dst_pos, n):
@@ -213,11 +215,11 @@ def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monke
     try:
         with pytest.raises(OSError):
             seg.append_from_file(fd, 0, len(raw), int(scan.last_offset[-1]),
-                                 int(scan.max_timestamp.max()), 0, scan)
+                                 int(scan.max_timestamp.max()), shallow, scan)
         assert seg.size == 0 and os.path.getsize(seg.log_path) == 0
         monkeypatch.undo()
         seg.append_from_file(fd, 0, len(raw), int(scan.last_offset[-1]),
-                             int(scan.max_timestamp.max()), 0, scan)
+                             int(scan.max_timestamp.max()), shallow, scan)
         assert seg.log_path.read_bytes() == raw and seg.offset_index.entries > 0
     finally:
         os.close(fd)
