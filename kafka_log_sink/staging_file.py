@@ -53,6 +53,7 @@ class StagingFile:
         self._bufs: list[mmap.mmap] = []    # direct candidates: two page-aligned buffers
         self._fill = 0                      # bytes in the current buffer
         self._pending: Future | None = None
+        self._reserved: tuple[int, int] | None = None   # (address, size) lent by reserve()
         if writer is None:
             self._open(direct=False)
         else:
@@ -80,9 +81,40 @@ class StagingFile:
                 log.debug("Staging %s without O_DIRECT: %s", self.path, e)
         self._fd = os.open(self.path, flags, 0o666)
 
+    def reserve(self, n: int) -> np.ndarray | None:
+        """The buffer's next ``n`` bytes, for the encoder to lay batches out in place (they
+        are not copied here after); ``write`` of exactly that array appends them. None when
+        this file does not buffer, or ``n`` does not fit one chunk."""
+        self._reserved = None
+        if not self._bufs or n > self._chunk - ALIGN:
+            return None
+        if self._fill + n > self._chunk:    # make room as reaching a chunk would
+            self._hand_over()
+            if not self._bufs:
+                return None
+        view = np.frombuffer(self._bufs[0], np.uint8)[self._fill:self._fill + n]
+        self._reserved = (view.ctypes.data, n)
+        return view
+
+    def _hand_over(self) -> None:
+        """The buffer is full enough: its aligned part goes to the disk directly, or, where
+        there is no ``O_DIRECT``, all of it buffered, and buffered from now on."""
+        if self._fd < 0:
+            self._open(direct=True)
+        if self._direct:
+            self._flush_aligned()
+        else:
+            self._drain_buffered()
+
     def write(self, data) -> None:
         src = np.frombuffer(data, np.uint8)
         self.size += len(src)
+        reserved, self._reserved = self._reserved, None
+        if reserved is not None and reserved == (src.ctypes.data, len(src)):
+            self._fill += len(src)          # laid out in place by the encoder
+            if self._fill >= self._chunk:
+                self._hand_over()
+            return
         if not self._bufs:                  # buffered
             self._pwrite(memoryview(src), self._written)
             self._written += len(src)
@@ -96,15 +128,11 @@ class StagingFile:
             self._fill += n
             at += n
             if self._fill >= self._chunk:
-                if self._fd < 0:
-                    self._open(direct=True)
-                if not self._direct:        # no O_DIRECT here: buffered from now on
-                    self._drain_buffered()
-                    rest = memoryview(src[at:])
-                    self._pwrite(rest, self._written)
+                self._hand_over()
+                if not self._bufs:          # no O_DIRECT here: buffered from now on
+                    self._pwrite(memoryview(src[at:]), self._written)
                     self._written += len(src) - at
                     return
-                self._flush_aligned()
 
     def _flush_aligned(self) -> None:
         """Hand the aligned part of the current buffer to the writer thread; its unaligned
@@ -126,8 +154,14 @@ class StagingFile:
             self._pwrite(mv[:self._fill], self._written)
         self._written += self._fill
         self._fill = 0
+        self._release_buffers()
+
+    def _release_buffers(self) -> None:
         for b in self._bufs:
-            b.close()
+            try:
+                b.close()
+            except BufferError:             # a failing task's traceback still holds a view
+                pass                        # of it: the map goes with the view
         self._bufs = []
 
     def _pwrite(self, view: memoryview, offset: int) -> None:
@@ -175,6 +209,4 @@ class StagingFile:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
-            for b in self._bufs:
-                b.close()
-            self._bufs = []
+            self._release_buffers()

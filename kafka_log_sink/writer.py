@@ -165,11 +165,6 @@ class BatchStager:
 
     def _write(self, topic: str, partition: int, rows: pa.Table,
                picked: np.ndarray | None = None) -> None:
-        raw = encode_batches(rows, rows=picked, compression=self.opts.compression,
-                             max_batch_bytes=self.opts.batch_size,
-                             producer_id=self.producer.producer_id,
-                             producer_epoch=self.producer.epoch, base_sequence=0,
-                             transactional=True)
         key = (topic, partition)
         staged, records = self._files.get(key, (None, 0))
         if staged is None:
@@ -178,6 +173,13 @@ class BatchStager:
             staged = StagingFile(self.dir / f"{topic}-{partition}.batches",
                                  self._writer if direct else None)
             self._files[key] = (staged, 0)
+        # batches laid out straight in the staging buffer where there is one (not copied)
+        raw = encode_batches(rows, rows=picked, compression=self.opts.compression,
+                             max_batch_bytes=self.opts.batch_size,
+                             producer_id=self.producer.producer_id,
+                             producer_epoch=self.producer.epoch, base_sequence=0,
+                             transactional=True,
+                             into=staged.reserve if staged.may_go_direct else None)
         limit = self.opts.log_config.max_message_bytes
         # a file that may go direct is not read back by the commit: its CRCs are checked here,
         # on the bytes handed to it

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -371,9 +372,10 @@ def _binary_column(table: pa.Table, name: str, *, required: bool) -> pa.Array | 
     raise InvalidConfigError(f"column '{name}' must be binary or string, not {t}")
 
 
-def _timestamps(table: pa.Table, n: int, now_ms: int) -> np.ndarray:
+def _timestamps(table: pa.Table, n: int, now_ms: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """Each record's timestamp (of ``rows`` only, when given), ``now_ms`` where it has none."""
     if "timestamp" not in table.column_names:
-        return np.full(n, now_ms, np.int64)
+        return np.full(n if rows is None else len(rows), now_ms, np.int64)
     col = table.column("timestamp")
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
@@ -381,7 +383,8 @@ def _timestamps(table: pa.Table, n: int, now_ms: int) -> np.ndarray:
         col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
     elif not pa.types.is_integer(col.type):
         raise InvalidConfigError(f"column 'timestamp' must be a timestamp or int64 milliseconds, not {col.type}")
-    return col.cast(pa.int64()).fill_null(now_ms).to_numpy(zero_copy_only=False)
+    ts = col.cast(pa.int64()).fill_null(now_ms).to_numpy(zero_copy_only=False)
+    return ts if rows is None else ts[rows]
 
 
 def _arrow_bytes(col: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -400,11 +403,14 @@ def _arrow_bytes(col: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, 
     return data, offs[:-1], lens
 
 
-def _header_columns(table: pa.Table, n: int):
-    """Per record: header count and index of its first header; flattened header keys and
-    values as (data, offsets, lengths); and each record's encoded header bytes."""
+def _header_columns(table: pa.Table, n: int, rows: np.ndarray | None = None):
+    """Per record (of ``rows`` only, when given): header count and index of its first header;
+    flattened header keys and values as (data, offsets, lengths); and each record's encoded
+    header bytes."""
     empty = _arrow_bytes(None, 0)
-    none = (np.zeros(n, np.int64), np.zeros(n, np.int64), empty, empty, np.zeros(n, np.int64))
+    picked = n if rows is None else len(rows)
+    none = (np.zeros(picked, np.int64), np.zeros(picked, np.int64), empty, empty,
+            np.zeros(picked, np.int64))
     if "headers" not in table.column_names:
         return none
     col = table.column("headers")
@@ -431,6 +437,8 @@ def _header_columns(table: pa.Table, n: int):
     first = np.zeros(n, np.int64)
     np.cumsum(counts[:-1], out=first[1:])
     per_record = np.bincount(np.repeat(np.arange(n), counts), weights=size, minlength=n).astype(np.int64)
+    if rows is not None:
+        counts, first, per_record = counts[rows], first[rows], per_record[rows]
     return counts, first, keys, values, per_record
 
 
@@ -441,12 +449,15 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                    log_append_time: int | None = None,
                    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                    compression_level: int | None = None, now_ms: int | None = None,
-                   rows: np.ndarray | None = None) -> memoryview:
+                   rows: np.ndarray | None = None,
+                   into: Callable[[int], np.ndarray | None] | None = None) -> memoryview:
     """Encode Arrow columns ``value`` (required), ``key``, ``timestamp`` and ``headers`` into v2
     record batches of at most ``max_batch_bytes`` (a single larger record gets a batch of its
     own, as a producer does), offsets from ``base_offset``. Missing timestamps are "now".
     ``rows``: encode only these rows of ``table``, in this order (a partition's rows picked
-    out of a mixed batch without copying the table).
+    out of a mixed batch without copying the table). ``into``: for uncompressed batches, asked
+    for a writable uint8 array of the batches' exact size to lay them out in (a staging
+    file's buffer, so they are not copied there after); None from it means "allocate".
 
     Returns a writable ``memoryview`` of the batches: bytes-like for files, sockets, ``==`` and
     ``bytes()``, and mutable so a log can assign offsets in place as a broker does (baseOffset is
@@ -474,12 +485,12 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     key = _binary_column(table, "key", required=False)
     kdata, koffs, klen = _arrow_bytes(key, total)
     vdata, voffs, vlen = _arrow_bytes(value, total)
-    ts = _timestamps(table, total, now)
-    hcount, hfirst, (hkdata, hkoffs, hklen), (hvdata, hvoffs, hvlen), hbytes = _header_columns(table, total)
+    ts = _timestamps(table, total, now, rows)
+    hcount, hfirst, (hkdata, hkoffs, hklen), (hvdata, hvoffs, hvlen), hbytes = _header_columns(
+        table, total, rows)
     if rows is not None:
         # the records' fields are read through offsets: selecting them selects the records
-        koffs, klen, voffs, vlen, ts, hcount, hfirst, hbytes = (
-            a[rows] for a in (koffs, klen, voffs, vlen, ts, hcount, hfirst, hbytes))
+        koffs, klen, voffs, vlen = (a[rows] for a in (koffs, klen, voffs, vlen))
 
     # Batches cut and records placed in one compiled pass (_kernels.layout_records): each
     # batch's records fit max_batch_bytes by an upper bound of their sizes.
@@ -493,7 +504,9 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     batch_start, batch_end = batch_bounds[:nb], batch_bounds[1:nb + 1]
     counts = np.diff(np.append(first, n))
     base_ts = ts[first]
-    out = np.empty(int(batch_bounds[nb]), np.uint8)   # every byte is written below
+    out = into(int(batch_bounds[nb])) if into is not None and not codec else None
+    if out is None:
+        out = np.empty(int(batch_bounds[nb]), np.uint8)   # every byte is written below
     _kernels.write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs,
                            vlen, hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen)
 

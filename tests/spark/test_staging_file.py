@@ -9,6 +9,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -59,6 +60,43 @@ def test_a_staged_file_holds_every_byte_in_order(tmp_path, direct, seed):
     assert staged.written_direct is (direct and _direct_supported(tmp_path))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_bytes_laid_out_in_a_reserved_buffer_are_appended_in_place(tmp_path, seed):
+    """``reserve(n)`` lends the encoder the buffer's next n bytes (making room by handing the
+    full part to the disk); ``write`` of that very array appends it without a copy, any other
+    array is copied; a reservation not written is dropped. The file is every written piece
+    in order, whichever way each came."""
+    rnd = random.Random(seed)
+    expected = []
+    with ThreadPoolExecutor(1) as writer:
+        staged = StagingFile(tmp_path / "t-0.batches", writer, chunk=4 * CHUNK)
+        assert staged.reserve(4 * CHUNK) is None             # never more than fits a chunk
+        for _ in range(60):
+            n = rnd.randrange(1, 3 * CHUNK)
+            piece = rnd.randbytes(n)
+            how = rnd.choice(["reserved", "copied", "abandoned"])
+            if how == "copied":
+                staged.write(piece)
+                expected.append(piece)
+                continue
+            view = staged.reserve(n)
+            assert view is not None and len(view) == n
+            view[:] = np.frombuffer(piece, np.uint8)
+            if how == "reserved":
+                staged.write(view)
+                expected.append(piece)
+            del view
+        staged.finish()
+    assert (tmp_path / "t-0.batches").read_bytes() == b"".join(expected)
+    assert staged.size == sum(map(len, expected))
+
+
+def test_a_buffered_file_lends_no_buffer(tmp_path):
+    staged = StagingFile(tmp_path / "t-0.batches", None, chunk=CHUNK)
+    assert staged.reserve(10) is None
+    staged.close()
+
+
 def test_a_small_file_stays_in_the_page_cache(tmp_path):
     """A file that never reaches a chunk is written when the task finishes, buffered: the
     commit copies it onto the active segment from the page cache."""
@@ -100,7 +138,8 @@ def test_a_chunk_must_be_aligned(tmp_path):
         StagingFile(tmp_path / "f", None, chunk=ALIGN + 1)
 
 
-def test_direct_staged_files_are_appended_like_buffered_ones(tmp_path, monkeypatch):
+@pytest.mark.parametrize("chunk", [CHUNK, 16 * CHUNK], ids=["chunk-8k", "chunk-128k"])
+def test_direct_staged_files_are_appended_like_buffered_ones(tmp_path, monkeypatch, chunk):
     """A task's big staged files under fsync per commit go to the disk directly
     (``written_direct``; their CRCs checked by the task, the commit reading only their
     headers): the commit appends exactly what it appends from buffered staging, the data
@@ -134,9 +173,11 @@ def test_direct_staged_files_are_appended_like_buffered_ones(tmp_path, monkeypat
             SinkCoordinator(opts).commit(runs, batch_id, producer)
         return tmp_path / name, flags
 
-    direct, direct_flags = write("direct", CHUNK, stagedSegmentMinBytes="1")
+    # a chunk smaller than most encoder outputs (CHUNK) has them copied into the buffer;
+    # a bigger one has them laid out in it by the encoder (StagingFile.reserve)
+    direct, direct_flags = write("direct", chunk, stagedSegmentMinBytes="1")
     buffered, buffered_flags = write("buffered", 1 << 30, stagedSegmentMinBytes="1")
-    copied, _ = write("copied", CHUNK)               # direct files copied onto the segment
+    copied, _ = write("copied", chunk)               # direct files copied onto the segment
     assert direct_flags and all(f is _direct_supported(tmp_path) for f in direct_flags)
     assert not any(buffered_flags)
 
