@@ -196,3 +196,87 @@ def test_direct_staged_files_are_appended_like_buffered_ones(tmp_path, monkeypat
         assert data(direct, part)
     for root in (direct, buffered, copied):
         assert cli_main(["verify", str(root)]) == 0
+
+
+# ====================================================================== SIGKILL trials
+
+JOB = Path(__file__).resolve().parent / "direct_stage_job.py"
+JOB_BATCHES, JOB_ROWS = 8, 6000
+
+
+def _run_job(out: Path, chk: Path, kill_after: float | None = None) -> str:
+    """Run the job; with ``kill_after``, SIGKILL it that many seconds after it starts (if it
+    is still running). Returns what it printed when it ran to its end, else ""."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(JOB), str(out), str(chk), str(JOB_BATCHES),
+                             str(JOB_ROWS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    if kill_after is not None:
+        try:
+            proc.wait(timeout=kill_after)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return ""
+    started = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, f"job failed after {time.monotonic() - started:.1f} s:\n{stderr}"
+    return stdout
+
+
+def _committed_values(out: Path) -> list[str]:
+    from storage_core.log import Log
+
+    got = []
+    for d in sorted(out.glob("out-*")):
+        with Log.open(d, read_only=True) as log:
+            offset = log.log_start_offset
+            while True:
+                r = log.fetch(offset, isolation="read_committed")
+                got += [v[:v.index(b".")].decode() for v in r.table.column("value").to_pylist()]
+                if r.next_offset == offset:
+                    break
+                offset = r.next_offset
+    return got
+
+
+@pytest.fixture(scope="module")
+def job_seconds(tmp_path_factory) -> float:
+    """How long the job takes uninterrupted here (the kills are drawn within it), from a run
+    that is itself checked: every row once, big files staged directly."""
+    import time
+
+    root = tmp_path_factory.mktemp("direct-job")
+    started = time.monotonic()
+    printed = _run_job(root / "out", root / "chk")
+    seconds = time.monotonic() - started
+    direct = int(printed.split("direct ")[1].split()[0])
+    assert (direct > 0) is _direct_supported(root)
+    expected = {f"b{b}-t{t}-{i}" for b in range(JOB_BATCHES) for t in range(2)
+                for i in range(JOB_ROWS)}
+    got = _committed_values(root / "out")
+    assert len(got) == len(expected) and set(got) == expected
+    return seconds
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_a_job_killed_while_staging_directly_or_committing_writes_every_row_once(
+        tmp_path, job_seconds, trial):
+    """The sink's write path (``KafkaLogStreamWriter``: tasks staging big files with
+    ``O_DIRECT`` from their writer thread, the driver's commit) in a process SIGKILLed at a
+    random moment, twice, then run to its end as a restarted query runs (the interrupted
+    batch again, then the rest): a ``read_committed`` reader sees every row exactly once."""
+    rnd = random.Random(20261125 + trial)
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    for _ in range(2):
+        _run_job(out, chk, kill_after=rnd.uniform(0.3, 1.0) * job_seconds)
+    _run_job(out, chk)
+    expected = {f"b{b}-t{t}-{i}" for b in range(JOB_BATCHES) for t in range(2)
+                for i in range(JOB_ROWS)}
+    got = _committed_values(out)
+    assert len(got) == len(expected), f"{len(got) - len(expected)} rows more than written"
+    assert set(got) == expected
