@@ -12,13 +12,14 @@ cost 0.05-0.5 s per 230 MB, depending on the host: ``BENCHMARKS.md``).
 A file starts in memory; it goes direct when it reaches one chunk. A file that never does is
 written buffered when the task finishes, so a streaming micro-batch's small files stay in the
 page cache for the commit's copy. The unaligned tail of a direct file is written buffered
-(``O_DIRECT`` cleared on the descriptor); file systems without ``O_DIRECT`` (tmpfs) get
-buffered files. The bytes of a direct file had their CRCs checked by the task as it staged
+(``O_DIRECT`` cleared on the descriptor); file systems without ``O_DIRECT`` (tmpfs), or
+that refuse its writes, get buffered files. The bytes of a direct file had their CRCs checked by the task as it staged
 them (``written_direct``), so the commit reads only their batch headers back.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import mmap
@@ -143,7 +144,8 @@ class StagingFile:
         rest = self._fill - n
         if rest:
             spare[:rest] = full[n:self._fill]
-        self._pending = self._writer.submit(self._pwrite, memoryview(full)[:n], self._written)
+        self._pending = self._writer.submit(self._pwrite_direct, memoryview(full)[:n],
+                                            self._written)
         self._written += n
         self._bufs = [spare, full]
         self._fill = rest
@@ -172,6 +174,22 @@ class StagingFile:
         finally:
             view.release()
 
+    def _pwrite_direct(self, view: memoryview, offset: int) -> None:
+        try:
+            self._pwrite(view[:], offset)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            # a file system that takes O_DIRECT at open but not these writes (alignment it
+            # wants larger than 4 KiB): the same bytes buffered, and the rest of the file too
+            log.warning("Staging %s through the page cache: direct write refused (%s)",
+                        self.path, e)
+            self._clear_direct()
+            self._pwrite(view, offset)
+
+    def _clear_direct(self) -> None:
+        fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+
     def _wait(self) -> None:
         if self._pending is not None:
             pending, self._pending = self._pending, None
@@ -189,8 +207,7 @@ class StagingFile:
                     self._flush_aligned()
                     self._wait()
                 if self._fill:              # the unaligned tail, through the page cache
-                    fcntl.fcntl(self._fd, fcntl.F_SETFL,
-                                fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+                    self._clear_direct()
                     with memoryview(self._bufs[0]) as mv:
                         self._pwrite(mv[:self._fill], self._written)
                     self._written += self._fill

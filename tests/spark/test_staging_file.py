@@ -133,6 +133,36 @@ def test_a_failed_write_fails_the_task(tmp_path, monkeypatch, direct):
     assert len(calls) >= 2
 
 
+def test_direct_writes_refused_by_the_file_system_fall_back_to_buffered(tmp_path, monkeypatch,
+                                                                       caplog):
+    """A file system that opens with ``O_DIRECT`` but refuses the writes (EINVAL: it wants a
+    larger alignment): the refused chunk and the rest of the file go through the page cache,
+    with a warning naming the file, and the file is complete."""
+    import fcntl
+
+    if not _direct_supported(tmp_path):
+        pytest.skip("this file system has no O_DIRECT: nothing to refuse")
+    real = os.pwrite
+    refused = []
+
+    def pwrite(fd, data, offset):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            refused.append(offset)
+            raise OSError(22, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(staging_file.os, "pwrite", pwrite)
+    pieces = _pieces(11, 6 * CHUNK + 99)
+    with ThreadPoolExecutor(1) as writer:
+        staged = StagingFile(tmp_path / "t-0.batches", writer, chunk=CHUNK)
+        for p in pieces:
+            staged.write(p)
+        staged.finish()
+    assert refused == [0]
+    assert (tmp_path / "t-0.batches").read_bytes() == b"".join(pieces)
+    assert "t-0.batches through the page cache" in caplog.text
+
+
 def test_a_chunk_must_be_aligned(tmp_path):
     with pytest.raises(ValueError, match="multiple of 4096"):
         StagingFile(tmp_path / "f", None, chunk=ALIGN + 1)
