@@ -518,11 +518,7 @@ class Log:
             path = self.dir / f"{base:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                pos = start
-                while pos < stop:
-                    chunk = seg.read_bytes(pos, min(stop - pos, 1 << 24))
-                    os.write(fd, chunk)
-                    pos += len(chunk)
+                seg.copy_bytes_to(fd, start, stop)
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -131,6 +131,13 @@ class LogSegment:
         size = max(0, min(size, self._size - position))
         return os.pread(self._fd, size, position) if size else b""
 
+    def copy_bytes_to(self, dst_fd: int, start: int, stop: int) -> None:
+        """Bytes ``[start, stop)`` of the log (clipped to its size) written to ``dst_fd`` from
+        its position 0, copied in the kernel (``copy_file_range``), not through Python."""
+        stop = min(stop, self._size)
+        if stop > start:
+            _copy_all(self._fd, start, dst_fd, 0, stop - start)
+
     def _walk(self, start: int = 0, end: int | None = None, *, verify: bool = False
               ) -> Iterator[tuple[BatchInfo, bytes, int]]:
         """Batches from ``start`` as ``(info relative to chunk, chunk, chunk's file position)``,

@@ -5,7 +5,7 @@ LogSegment and Log on real files.
 Not applicable here, or not yet built (§3/§4 lines):
 - [LogSegmentTest.testAppendFromFile]: appendFromFile exists to split segments whose offsets
   overflow 32 bits relative to their base; the split (Log._split_overflowed_segment) copies
-  whole byte ranges instead. [UnifiedLogTest.testSplitOnOffsetOverflow/
+  whole byte ranges in the kernel instead (LogSegment.copy_bytes_to). [UnifiedLogTest.testSplitOnOffsetOverflow/
   testDegenerateSegmentSplit/testDegenerateSegmentSplitWithOutOfRangeBatchLastOffset] are
   tested through recovery in tests/storage/test_log_loader.py (the split runs only there); a
   v2 append that cannot be stored relative to the active segment's base rolls (or is refused
