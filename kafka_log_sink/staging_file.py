@@ -12,9 +12,9 @@ cost 0.05-0.5 s per 230 MB, depending on the host: ``BENCHMARKS.md``).
 A file starts in memory; it goes direct when it reaches one chunk. A file that never does is
 written buffered when the task finishes, so a streaming micro-batch's small files stay in the
 page cache for the commit's copy. The unaligned tail of a direct file is written buffered
-(``O_DIRECT`` cleared on the descriptor); file systems without ``O_DIRECT`` (tmpfs), or
-that refuse its writes, get buffered files. The bytes of a direct file had their CRCs checked by the task as it staged
-them (``written_direct``), so the commit reads only their batch headers back.
+(``O_DIRECT`` cleared on the descriptor); file systems without ``O_DIRECT`` (tmpfs), or that
+refuse its writes, get buffered files. The bytes of a direct file had their CRCs checked by the
+task as it staged them (``written_direct``), so the commit reads only their batch headers back.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from storage_core.segment import write_all
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +119,7 @@ class StagingFile:
                 self._hand_over()
             return
         if not self._bufs:                  # buffered
-            self._pwrite(memoryview(src), self._written)
-            self._written += len(src)
+            self._append_buffered(src)
             return
         at = 0
         while at < len(src):
@@ -131,8 +132,7 @@ class StagingFile:
             if self._fill >= self._chunk:
                 self._hand_over()
                 if not self._bufs:          # no O_DIRECT here: buffered from now on
-                    self._pwrite(memoryview(src[at:]), self._written)
-                    self._written += len(src) - at
+                    self._append_buffered(src[at:])
                     return
 
     def _flush_aligned(self) -> None:
@@ -150,12 +150,18 @@ class StagingFile:
         self._bufs = [spare, full]
         self._fill = rest
 
+    def _append_buffered(self, data) -> None:
+        write_all(self._fd, data, self._written)
+        self._written += len(data)
+
+    def _write_fill(self) -> None:
+        """The current buffer's bytes written buffered (the file's end: no alignment needed)."""
+        self._append_buffered(memoryview(self._bufs[0])[:self._fill])
+        self._fill = 0
+
     def _drain_buffered(self) -> None:
         self._wait()
-        with memoryview(self._bufs[0]) as mv:
-            self._pwrite(mv[:self._fill], self._written)
-        self._written += self._fill
-        self._fill = 0
+        self._write_fill()
         self._release_buffers()
 
     def _release_buffers(self) -> None:
@@ -166,17 +172,9 @@ class StagingFile:
                 pass                        # of it: the map goes with the view
         self._bufs = []
 
-    def _pwrite(self, view: memoryview, offset: int) -> None:
-        try:
-            while view:
-                done = os.pwrite(self._fd, view, offset)
-                view, offset = view[done:], offset + done
-        finally:
-            view.release()
-
     def _pwrite_direct(self, view: memoryview, offset: int) -> None:
         try:
-            self._pwrite(view[:], offset)
+            write_all(self._fd, view, offset)
         except OSError as e:
             if e.errno != errno.EINVAL:
                 raise
@@ -185,7 +183,7 @@ class StagingFile:
             log.warning("Staging %s through the page cache: direct write refused (%s)",
                         self.path, e)
             self._clear_direct()
-            self._pwrite(view, offset)
+            write_all(self._fd, view, offset)
 
     def _clear_direct(self) -> None:
         fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~os.O_DIRECT)
@@ -201,17 +199,12 @@ class StagingFile:
             if self._fd < 0:                 # never reached a chunk: a small, buffered file
                 self._open(direct=False)
             if self._direct:
-                self._wait()
-                n = self._fill - self._fill % ALIGN
-                if n:
+                if self._fill >= ALIGN:
                     self._flush_aligned()
-                    self._wait()
+                self._wait()
                 if self._fill:              # the unaligned tail, through the page cache
                     self._clear_direct()
-                    with memoryview(self._bufs[0]) as mv:
-                        self._pwrite(mv[:self._fill], self._written)
-                    self._written += self._fill
-                    self._fill = 0
+                    self._write_fill()
             else:
                 self._drain_buffered()
         self.close()

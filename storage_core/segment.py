@@ -248,7 +248,7 @@ class LogSegment:
         else:
             positions, sizes = batches.position, batches.size
             lasts, max_ts = batches.last_offset, batches.max_timestamp
-        _write_all(self._fd, records, position)
+        write_all(self._fd, records, position)
         self._appended(position, n, largest_timestamp, shallow_offset_of_max_timestamp,
                        positions, sizes, lasts, max_ts)
 
@@ -626,7 +626,9 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path})"
 
 
-def _write_all(fd: int, data, position: int) -> None:
+def write_all(fd: int, data, position: int) -> None:
+    """Write all of ``data`` (bytes-like) at ``position`` of ``fd``, however many positioned
+    writes the kernel takes."""
     view = memoryview(data).cast("B")
     while view:
         n = os.pwrite(fd, view, position)
@@ -659,7 +661,7 @@ def _copy_all(src_fd: int, src_position: int, dst_fd: int, dst_position: int, n:
         if not chunk:
             raise CorruptRecordError(f"Source file ended after {done} of {n} bytes to copy",
                                      position=src_position + done)
-        _write_all(dst_fd, chunk, dst_position + done)
+        write_all(dst_fd, chunk, dst_position + done)
         done += len(chunk)
 
 
