@@ -154,12 +154,12 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
                 # max_bytes, decoded without copying (a partial last batch is read again next)
                 first = max(p.max_bytes, found.size if found is not None else 0)
                 data = seg.read_bytes(position, first)
-                run = decode_run(data, source=str(seg.log_path))
+                run = decode_run(data, source=str(seg.log_path), check_order=True)
                 if run.batches == 0:
                     if len(data) < first:
                         break                            # a batch still being written
                     data = seg.read_bytes(position, _batch_size(data))
-                    run = decode_run(data, source=str(seg.log_path))
+                    run = decode_run(data, source=str(seg.log_path), check_order=True)
                     if run.batches == 0:
                         break
                 found = None

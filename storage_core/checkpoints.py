@@ -20,6 +20,7 @@ import base64
 import binascii
 import contextlib
 import json
+import logging
 import os
 import re
 import threading
@@ -32,6 +33,8 @@ from pathlib import Path, PurePath
 from typing import Generic, NamedTuple, TypeVar
 
 from .errors import InvalidTopicError, KafkaLogError
+
+logger = logging.getLogger(__name__)
 
 # --- file names (kafka_format.md §1.1, §1.3) -------------------------------------------------
 
@@ -870,6 +873,25 @@ def validate_topic_name(name: str) -> None:
     if not _TOPIC_CHARS.fullmatch(name):
         raise InvalidTopicError(f'Topic name "{name}" is illegal, it contains a character other '
                                 f"than ASCII alphanumerics, '.', '_' and '-'")
+
+
+def without_invalid_topics(offsets: Mapping[TopicPartition, int], source: str | PathLike[str]
+                           ) -> dict[TopicPartition, int]:
+    """The entries of an offset checkpoint read from ``source`` whose topic names Kafka accepts
+    (``Topic.validate``); the others (``../x`` would name a path outside the data dir) are
+    ignored, with one warning for the file, never used to build a path or written back."""
+    kept, dropped = {}, []
+    for tp, offset in offsets.items():
+        try:
+            validate_topic_name(tp[0])
+        except InvalidTopicError:
+            dropped.append(tp)
+            continue
+        kept[tp] = offset
+    if dropped:
+        logger.warning("Ignoring %d entries of %s naming topics Kafka would refuse: %s",
+                        len(dropped), source, ", ".join(repr(t) for t, _ in dropped[:5]))
+    return kept
 
 
 def _validate_partition(partition: int) -> None:

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
+from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition,
+                          without_invalid_topics)
 from .config import CleanerConfig
 from .errors import KafkaLogError, LogCleaningAbortedError, LogCleaningError
 from .throttler import Throttler
@@ -301,7 +302,7 @@ class LogCleanerManager:
     # ------------------------------------------------------------------ checkpoints
 
     def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
-        return checkpoint.read()
+        return without_invalid_topics(checkpoint.read(), checkpoint.path)
 
     def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         """Every data dir's checkpointed first dirty offsets; a file that cannot be read is

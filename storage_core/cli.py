@@ -775,9 +775,48 @@ class _Problems:
             self.items.append(f"{self.path}: {where}: {reason}")
 
 
+def _verify_segment_log(path: Path, p: _Problems) -> str:
+    """A segment's ``.log`` held to the one definition of valid that recovery applies
+    (``LogSegment.valid_batches``, docs/operations.md "What valid means"): the first invalid
+    batch, or bytes after the last whole batch, are what recovery truncates, so they are
+    reported with their position; offsets past 32-bit relative offsets are a split."""
+    from .config import LogConfig
+    from .errors import OffsetOverflowError
+    from .format.log_input_stream import batch_records
+    from .segment import LogSegment
+
+    base = int(path.name[:20])
+    later = sorted(int(f.name[:20]) for f in path.parent.iterdir()
+                   if _SEGMENT_NAME.fullmatch(f.name) and int(f.name[:20]) > base)
+    seg = LogSegment.open(path.parent, base, LogConfig(), writable=False, preallocate=False)
+    batches = records = end = 0
+    try:
+        for b, chunk, at in seg.valid_batches(next_base_offset=later[0] if later else None):
+            batches += 1
+            records += (b.header.records_count if b.header is not None
+                        else len(batch_records(chunk, b)))
+            end = at + b.position + b.size
+    except CorruptRecordError as e:
+        p.count += 1
+        p.items.append(f"{e} (recovery truncates the log here)")
+        return ""
+    except OffsetOverflowError as e:
+        p.add(f"position {end}", f"{e} (recovery splits the segment)")
+        return ""
+    finally:
+        seg.close(final_entries=False)
+    if end < seg.size:
+        p.add(f"position {end}", f"{seg.size - end} bytes after the last whole batch (recovery "
+                                 f"truncates them)")
+        return ""
+    return f"{batches} batches, {records} records"
+
+
 def _verify_log(path: Path, p: _Problems) -> str:
     from .format.log_input_stream import batch_records
 
+    if _SEGMENT_NAME.fullmatch(path.name):
+        return _verify_segment_log(path, p)
     with _mapped(path) as buf:
         stream = LogInputStream(buf, verify=True, source=str(path))
         batches = records = 0
@@ -980,6 +1019,43 @@ def _verify_text(path: Path, p: _Problems,
     return ""
 
 
+def _check_offset_entries(path: Path, offsets: dict, p: _Problems) -> str:
+    """The entries of an offset checkpoint as a load uses them: a topic name Kafka refuses
+    (``Topic.validate``; ``../x`` would name a path outside the data dir) is ignored by every
+    load, and a ``log-start-offset-checkpoint`` entry past its partition's log end offset makes
+    the load delete every segment of it (LogLoader: "Deleting all segments because
+    logEndOffset is smaller than logStartOffset"); both are reported."""
+    from .checkpoints import validate_topic_name
+    from .config import LogConfig
+    from .segment import LogSegment
+
+    for (topic, partition), offset in offsets.items():
+        try:
+            validate_topic_name(topic)
+        except KafkaLogError as e:
+            p.add(f"entry {topic!r} {partition}", f"{e} (the entry is ignored)")
+            continue
+        if path.name == LOG_START_OFFSET_CHECKPOINT:
+            d = path.parent / f"{topic}-{partition}"
+            logs = sorted(f for f in d.iterdir() if _SEGMENT_NAME.fullmatch(f.name)) \
+                if d.is_dir() else []
+            if not logs:
+                continue
+            seg = LogSegment.open(d, int(logs[-1].name[:20]), LogConfig(), writable=False,
+                                  preallocate=False)
+            try:
+                end = seg.read_next_offset()
+            except CorruptRecordError:
+                continue                # reported with the .log; recovery decides the end
+            finally:
+                seg.close(final_entries=False)
+            if offset > end:
+                p.add(f"entry {topic} {partition}",
+                      f"log start offset {offset} is past the log end offset {end} of {d.name}: "
+                      f"recovery deletes every segment of it and starts it empty at {offset}")
+    return f"{len(offsets)} partitions"
+
+
 def _verify_file(path: Path, p: _Problems) -> str | None:
     """Check one file; None if kafkalog does not know the kind of file."""
     name = path.name
@@ -995,7 +1071,7 @@ def _verify_file(path: Path, p: _Problems) -> str | None:
         return _verify_snapshot(path, p)
     if name in _OFFSET_CHECKPOINTS:
         return _verify_text(path, p, lambda t: parse_offset_checkpoint(t),
-                            lambda d: f"{len(d)} partitions")
+                            lambda d: _check_offset_entries(path, d, p))
     if name == LEADER_EPOCH_CHECKPOINT:
         return _verify_text(path, p, lambda t: parse_leader_epoch_checkpoint(t),
                             lambda d: f"{len(d)} epochs")

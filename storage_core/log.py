@@ -29,7 +29,8 @@ import pyarrow.compute as pc
 
 from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
-                          OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name)
+                          OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name,
+                          without_invalid_topics)
 from .config import INT_MAX, LONG_MAX, LogConfig
 from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
                      LogLockedError, OffsetOutOfRangeError, OffsetOverflowError,
@@ -278,8 +279,21 @@ class Log:
                 return
             self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
         self._log_end_offset = self._segments[-1].read_next_offset()
+        if self._log_end_offset < start_checkpoint and self.read_only:
+            # a writer's load deletes every segment here (below): a reader sees what it would,
+            # an empty log at the checkpointed start
+            log.warning("The log start offset %d of %s is past its log end offset %d: reading "
+                        "it as empty, as a writer's load leaves it", start_checkpoint, self.dir,
+                        self._log_end_offset)
+            for seg in self._segments:
+                seg.close(final_entries=False)
+            self._segments, self._bases = [], []
+            self._log_end_offset = self.log_start_offset = self.recovery_point = start_checkpoint
+            self.producer_state.update_map_end_offset(start_checkpoint)
+            return
         if self._log_end_offset < start_checkpoint and not self.read_only:
-            # everything below the log start offset was deleted: start afresh there
+            # everything below the log start offset was deleted: start afresh there (LogLoader:
+            # "Deleting all segments because logEndOffset is smaller than logStartOffset")
             for seg in list(self._segments):
                 seg.delete()
             self._segments, self._bases = [], []
@@ -1090,7 +1104,7 @@ class Log:
         raw = self.read_raw(offset, max_bytes=max_bytes)
         if not raw:
             return FetchResult(empty_table(), offset)
-        run = decode_run(raw, source=str(self.dir))
+        run = decode_run(raw, source=str(self.dir), check_order=True)
         table = run.table
         next_offset = max(offset, min(upper, run.next_offset))
         # offsets increase through a log: the wanted rows are one slice (zero copy)
@@ -1454,7 +1468,7 @@ class Log:
             try:
                 fcntl.flock(parent_fd, fcntl.LOCK_EX)
                 try:
-                    entries = cp.read()
+                    entries = without_invalid_topics(cp.read(), cp.path)
                 except (OSError, KafkaLogError):
                     entries = {}
                 if name == LOG_START_OFFSET_CHECKPOINT and value <= self._segments[0].base_offset:
@@ -1518,7 +1532,7 @@ class Log:
             for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
                 cp = self._checkpoint(name)
                 try:
-                    entries = cp.read()
+                    entries = without_invalid_topics(cp.read(), cp.path)
                 except (OSError, KafkaLogError):
                     continue
                 if entries.pop(key, None) is not None:

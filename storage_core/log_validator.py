@@ -13,10 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import CorruptRecordError, InvalidTimestampError
-from .format.columnar import record_fields
-from .format.compression import decompress
+from .format.columnar import first_bad_offset_deltas, record_fields
+from .format.compression import CompressionType, decompress
 from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays
 from .format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
+
+_MAX_CODEC = max(CompressionType)
+_LONG_MAX = 2**63 - 1
 
 
 def _where(batches: BatchArrays, i: int, name: str) -> tuple[str, int]:
@@ -142,3 +145,74 @@ def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, n
     fields = record_fields(data, batches, lo, hi, None)
     data_records = np.repeat((attrs & CONTROL_FLAG_MASK) == 0, counts)
     return fields, data_records
+
+
+def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) -> None:
+    """What makes a v2 batch found on disk valid, beyond the size, magic and CRC the header
+    walk checked: the one definition ``kafkalog verify``, recovery (``LogSegment.recover``) and
+    reads hold stored batches to (docs/operations.md, "What valid means"). A batch is valid when
+
+    * its codec id is known (0-4: ``CompressionType.forId``);
+    * ``lastOffsetDelta >= 0``, ``0 <= recordsCount <= lastOffsetDelta + 1`` (every record has an
+      offset delta of its own) and its last offset + 1, the next offset, fits a long;
+    * every record decodes, decompressed within ``max_decompressed`` bytes, with no bytes left
+      over (``DefaultRecordBatch``'s iterators, what ``validate_batches`` checks on append);
+    * its records' offset deltas increase strictly within ``[0, lastOffsetDelta]``, so its
+      records' offsets increase and end at the batch's last offset at most.
+
+    Raises ``CorruptRecordError`` (position = the batch's position in ``buf``) for the first
+    batch of ``batches`` that is not valid; the batches before it are valid."""
+    n = len(batches)
+    if n == 0:
+        return
+    codec = batches.column("attributes") & COMPRESSION_CODEC_MASK
+    delta = batches.column("last_offset_delta")
+    counts = batches.records_count
+    room = batches.size - RECORD_BATCH_OVERHEAD
+    # base + delta in Python ints would be exact; in int64 "last + 1 > LONG_MAX" is
+    # "base > LONG_MAX - 1 - delta", which cannot overflow for delta >= 0
+    header_bad = ((codec > _MAX_CODEC) | (delta < 0) | (counts < 0) | (counts > delta + 1)
+                  | (batches.base_offset > _LONG_MAX - 1 - np.maximum(delta, 0))
+                  | ((codec == 0) & (counts * MIN_RECORD_SIZE > room)))
+    bad = np.flatnonzero(header_bad)
+    first = int(bad[0]) if bad.size else n
+    # the records of the batches before the first bad header: decoding stops at the first
+    # error it meets, which can be a later batch than the first bad one (a compressed batch is
+    # decompressed before the records of those before it are walked), so look again below it
+    err: CorruptRecordError | None = None
+    upto = first
+    while upto:
+        sub = BatchArrays(batches.fields[:upto], 0)
+        try:
+            fields, _ = _record_fields(buf, sub, max_decompressed)
+        except CorruptRecordError as e:
+            err = e if e.position is not None else CorruptRecordError(
+                e.reason, position=int(sub.position[-1]), offset=int(sub.base_offset[-1]))
+            upto = int(np.searchsorted(sub.position, err.position, "left"))
+            continue
+        j = first_bad_offset_deltas(fields[1], sub)
+        if j < upto:
+            raise CorruptRecordError(
+                f"Record offset deltas of the batch are not increasing within "
+                f"[0, lastOffsetDelta {int(sub.column('last_offset_delta')[j])}]",
+                position=int(sub.position[j]), offset=int(sub.base_offset[j]))
+        break
+    if err is not None:
+        raise err
+    if first < n:
+        i = first
+        if codec[i] > _MAX_CODEC:
+            reason = f"Unknown compression type id {int(codec[i])}"
+        elif delta[i] < 0:
+            reason = f"Invalid negative lastOffsetDelta {int(delta[i])}"
+        elif counts[i] < 0 or counts[i] > delta[i] + 1:
+            reason = (f"Found invalid record count {int(counts[i])} in a batch of "
+                      f"lastOffsetDelta {int(delta[i])}")
+        elif counts[i] * MIN_RECORD_SIZE > room[i]:
+            reason = f"Batch claims {int(counts[i])} records in {int(room[i])} bytes of records"
+        else:
+            reason = (f"Batch offsets {int(batches.base_offset[i])} + {int(delta[i])} end past "
+                      f"the largest offset {_LONG_MAX - 1}")
+        raise CorruptRecordError(reason, position=int(batches.position[i]),
+                                 offset=int(batches.base_offset[i]))
+

@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any
 from .checkpoints import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, STRAY_DIR_SUFFIX, CleanShutdownFile,
                           OffsetCheckpointFile, TopicPartition, log_delete_dir_name,
-                          parse_topic_partition_dir, topic_partition_dir_name)
+                          parse_topic_partition_dir, topic_partition_dir_name,
+                          without_invalid_topics)
 from .config import LONG_MAX, CleanerConfig, LogConfig
 from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository, data_dir_lock
 from .errors import KafkaLogError, LogLockedError
@@ -617,7 +618,7 @@ class LogManager:
         cp = OffsetCheckpointFile(data_dir / name)
         with data_dir_lock(data_dir):
             try:
-                existing = cp.read()
+                existing = without_invalid_topics(cp.read(), cp.path)
             except (OSError, KafkaLogError):
                 existing = {}
             with self._lock:

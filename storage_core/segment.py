@@ -434,14 +434,81 @@ class LogSegment:
 
     # -------------------------------------------------------------------------------- recovery
 
+    def valid_batches(self, *, next_base_offset: int | None = None
+                      ) -> Iterator[tuple[BatchInfo, bytes, int]]:
+        """The batches of the segment from its start, as ``_walk`` yields them, each held to the
+        one definition of a valid batch (docs/operations.md, "What valid means") that recovery,
+        ``kafkalog verify`` and read-only opens share: size, magic and CRC (the walk), what
+        ``log_validator.check_stored_batches`` checks (codec, counts, offset bounds, every
+        record), and offsets that follow the previous batch's and stay below
+        ``next_base_offset``. The first invalid batch raises ``CorruptRecordError`` naming the
+        file and its position; every batch yielded before it is valid. Valid, ordered offsets
+        more than 2^31-1 past the base raise ``OffsetOverflowError`` (the log splits the
+        segment, LogLoader's retryOnOffsetOverflow)."""
+        from .format.log_input_stream import batch_records, default_max_decompressed
+
+        limit = default_max_decompressed(self.config.max_message_bytes)
+        expected = self.base_offset
+        checked: tuple[object, int, int | None, CorruptRecordError | None] = (None, 0, None, None)
+        for b, chunk, base in self._walk(0, verify=True):
+            where = base + b.position
+            if b.magic < 2:
+                try:
+                    batch_records(chunk, b, max_decompressed=limit)  # legacy: per message
+                except CorruptRecordError as e:
+                    raise e.located(source=str(self.log_path), base_position=base) from e.__cause__
+            else:
+                if checked[0] is not chunk or b.position >= checked[1]:
+                    checked = (chunk, *self._check_chunk(chunk, b.position, limit, base))
+                if checked[2] is not None and b.position >= checked[2]:
+                    raise checked[3]
+            if next_base_offset is not None and b.last_offset >= next_base_offset:
+                raise CorruptRecordError(
+                    f"batch offsets {b.base_offset}..{b.last_offset} reach the next segment's "
+                    f"base offset {next_base_offset}", position=where, source=str(self.log_path))
+            if b.base_offset < expected or b.last_offset < b.base_offset:
+                raise CorruptRecordError(
+                    f"batch offsets {b.base_offset}..{b.last_offset} do not follow offset "
+                    f"{expected - 1}", position=where, source=str(self.log_path))
+            if b.last_offset - self.base_offset > INT_MAX:
+                # valid, ordered offsets too far from the base for 32-bit relative index
+                # entries (segments of brokers before 0.11 could hold them): the log splits
+                # the segment (LogLoader's retryOnOffsetOverflow), nothing is truncated
+                raise OffsetOverflowError(
+                    f"Batch at position {where} of {self.log_path} holds offset "
+                    f"{b.last_offset}, more than {INT_MAX} past the segment's base offset "
+                    f"{self.base_offset}")
+            expected = b.last_offset + 1
+            yield b, chunk, base
+
+    def _check_chunk(self, chunk: bytes, start: int, limit: int, base: int
+                     ) -> tuple[int, int | None, CorruptRecordError | None]:
+        """``check_stored_batches`` over the v2 batches of ``chunk`` from ``start``, at once:
+        ``(end of the batches checked, position of the first invalid one or None, its error
+        located in the file)``."""
+        from .log_validator import check_stored_batches
+
+        try:
+            scan = scan_batches(chunk, start)
+        except CorruptRecordError as e:        # the walk raises it when it gets there
+            scan = (scan_batches(chunk, start, e.position)
+                    if e.position is not None and e.position > start else None)
+        if scan is None or not len(scan):
+            return start + 1, None, None
+        try:
+            check_stored_batches(chunk, scan, max_decompressed=limit)
+        except CorruptRecordError as e:
+            return scan.end, e.position, e.located(source=str(self.log_path), base_position=base)
+        return scan.end, None, None
+
     def recover(self, on_batch=None, next_base_offset: int | None = None) -> int:
-        """``LogSegment.recover``: validate every batch, rebuild the offset and time indexes per
-        batch, stop at the first invalid one and truncate the log there. ``on_batch(view, info)``
-        sees each valid batch (producer state, leader epochs). Returns the bytes truncated."""
+        """``LogSegment.recover``: validate every batch (``valid_batches``), rebuild the offset
+        and time indexes per batch, stop at the first invalid one and truncate the log there,
+        keeping every valid batch before it. ``on_batch(view, info)`` sees each valid batch
+        (producer state, leader epochs). Returns the bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        from .format.log_input_stream import batch_records
 
         state = {"valid": 0, "last_index_entry": 0, "max": (-1, self.base_offset)}
 
@@ -460,40 +527,15 @@ class LogSegment:
             if on_batch is not None:
                 on_batch(chunk, b)
 
-        # A batch is accepted once the next one confirms its offsets: baseOffset is outside the
-        # CRC, so when two batches overlap either may be the corrupt one and both are dropped.
-        pending: tuple[BatchInfo, bytes] | None = None
-        expected = self.base_offset
+        # baseOffset is outside the CRC: a changed one shows as offsets that do not follow
+        # the previous batch's, and the batch that breaks the order is the invalid one (the
+        # rule a reader can apply as it goes); the valid batches before it are all kept
         try:
-            for b, chunk, base in self._walk(0, verify=True):
-                if next_base_offset is not None and b.last_offset >= next_base_offset:
-                    raise CorruptRecordError(
-                        f"batch offsets {b.base_offset}..{b.last_offset} reach the next segment's "
-                        f"base offset {next_base_offset}", position=base + b.position)
-                if b.base_offset < expected or b.last_offset < b.base_offset:
-                    pending = None
-                    raise CorruptRecordError(
-                        f"batch offsets {b.base_offset}..{b.last_offset} do not follow offset "
-                        f"{expected - 1}", position=base + b.position)
-                if b.last_offset - self.base_offset > INT_MAX:
-                    # valid, ordered offsets too far from the base for 32-bit relative index
-                    # entries (segments of brokers before 0.11 could hold them): the log splits
-                    # the segment (LogLoader's retryOnOffsetOverflow), nothing is truncated
-                    raise OffsetOverflowError(
-                        f"Batch at position {base + b.position} of {self.log_path} holds offset "
-                        f"{b.last_offset}, more than {INT_MAX} past the segment's base offset "
-                        f"{self.base_offset}")
-                expected = b.last_offset + 1
-                if b.magic < 2:
-                    batch_records(chunk, b)       # legacy: the CRC check is per message
-                if pending is not None:
-                    accept(*pending)
-                pending = (b, chunk)
+            for b, chunk, _ in self.valid_batches(next_base_offset=next_base_offset):
+                accept(b, chunk)
         except CorruptRecordError as e:
             log.warning("Found invalid batch in %s after position %d: %s; truncating",
                         self.log_path, state["valid"], e.reason)
-        if pending is not None:
-            accept(*pending)
         valid = state["valid"]
         max_ts, max_off = state["max"]
         truncated = self._size - valid

@@ -76,11 +76,13 @@ def decode_batches(buf, **kwargs) -> pa.Table:
 
 def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
                max_batch_size: int | None = None, max_decompressed: int | None = None,
-               source: str | None = None) -> DecodedRun:
+               source: str | None = None, check_order: bool = False) -> DecodedRun:
     """Decode the complete batches of ``buf[start:end]``.
 
     ``max_decompressed`` bounds every batch's uncompressed size (default 128 x
-    max.message.bytes); ``source`` names the file in errors, whose positions are absolute."""
+    max.message.bytes); ``source`` names the file in errors, whose positions are absolute.
+    ``check_order``: the bytes are a piece of a log, whose batch offsets must increase
+    (``check_offset_order``); batches built on their own may all start at 0."""
     limit = max_decompressed or default_max_decompressed()
     end = len(buf) if end is None else min(end, len(buf))
     parts: list[pa.Table] = []
@@ -89,6 +91,8 @@ def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool 
         scan = scan_batches(buf, pos, end, verify=verify_crc, max_batch_size=max_batch_size,
                             source=source)
         if len(scan):
+            if check_order:
+                check_offset_order(scan, next_offset, source)
             parts.append(_decode_v2(buf, scan, limit, source))
             batches += len(scan)
             next_offset = int(scan.last_offset[-1]) + 1
@@ -140,6 +144,46 @@ def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> 
     ], schema=SCHEMA)
 
 
+def check_offset_order(scan: BatchArrays, after: int, source: str | None) -> None:
+    """Refuse offsets that do not increase: a batch whose lastOffsetDelta is negative or that
+    starts at or below the end of the one before it (``after``: the next offset expected from
+    earlier batches, -1 if none), a rule of a valid batch (docs/operations.md, "What valid
+    means"). A reader of an unrecovered file raises at it rather than serve offsets twice."""
+    base, delta = scan.base_offset, scan.column("last_offset_delta")
+    prev_next = np.empty(len(scan), np.int64)
+    prev_next[0] = after if after >= 0 else np.iinfo(np.int64).min
+    prev_next[1:] = base[:-1] + delta[:-1] + 1
+    # the next offset, last + 1, must fit a long too (as ``check_stored_batches`` rules)
+    bad = np.flatnonzero((delta < 0) | (base < prev_next)
+                         | (base > np.iinfo(np.int64).max - 1 - np.maximum(delta, 0)))
+    if bad.size:
+        i = int(bad[0])
+        if delta[i] < 0:
+            reason = f"Invalid negative lastOffsetDelta {int(delta[i])}"
+        elif base[i] < prev_next[i]:
+            reason = (f"batch offsets {int(base[i])}..{int(base[i]) + int(delta[i])} do not "
+                      f"follow offset {int(prev_next[i]) - 1}")
+        else:
+            reason = f"Batch offsets {int(base[i])} + {int(delta[i])} end past the largest offset"
+        raise _corrupt(reason, scan.info(i), source)
+
+
+def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays) -> int:
+    """The index of the first batch whose records' offset deltas do not increase strictly
+    within ``[0, lastOffsetDelta]`` (``deltas``: every record's, the batches in order), or
+    ``len(scan)``."""
+    counts = scan.records_count
+    if not deltas.size:
+        return len(scan)
+    batch_of = np.repeat(np.arange(len(scan)), counts)
+    starts = np.zeros(deltas.size, bool)
+    starts[(np.cumsum(counts) - counts)[counts > 0]] = True
+    bad = (deltas < 0) | (deltas > scan.column("last_offset_delta")[batch_of])
+    bad[1:] |= ~starts[1:] & (deltas[1:] <= deltas[:-1])
+    hit = np.flatnonzero(bad)
+    return int(batch_of[hit[0]]) if hit.size else len(scan)
+
+
 def _corrupt(reason: str, info: BatchInfo, source: str | None,
              cls: type[CorruptRecordError] = CorruptRecordError) -> CorruptRecordError:
     return cls(reason, position=info.position, source=source, offset=info.header.base_offset)
@@ -162,6 +206,10 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None) -> pa.Tab
         raise _corrupt(f"Batch claims {int(counts[i])} records in "
                        f"{int(size[i]) - RECORD_BATCH_OVERHEAD} bytes of records", scan.info(i),
                        source)
+    bad = np.flatnonzero(codec > max(CompressionType))
+    if bad.size:                # CompressionType.forId, named with the file and position
+        i = int(bad[0])
+        raise _corrupt(f"Unknown compression type id {int(codec[i])}", scan.info(i), source)
     if not codec.any():
         lo = scan.position + RECORD_BATCH_OVERHEAD
         return _decode_group(buf, scan, lo, scan.position + size, source)
@@ -209,6 +257,10 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     fields, keys, values = record_fields(data, scan, lo, hi, source, gather=True)
     arr = np.frombuffer(data, np.uint8)
     ts_delta, off_delta, kstart, klen, vstart, vlen, hcount = fields
+    bad = first_bad_offset_deltas(off_delta, scan)
+    if bad < len(scan):
+        raise _corrupt("Record offset deltas of the batch are not increasing within "
+                       "[0, lastOffsetDelta]", scan.info(bad), source)
     attrs = scan.column("attributes")
     if len(scan) == 1:           # a lookup's one batch: scalars broadcast, nothing to repeat
         def per_record(column: np.ndarray) -> np.ndarray:
