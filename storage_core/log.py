@@ -1115,13 +1115,84 @@ class Log:
         control = table.column("isControl")
         if pc.any(control).as_py():
             keep = pc.invert(control)
-        if committed and table.num_rows:
+        if committed and table.num_rows and self.read_only:
+            # a reader cannot tell a segment without .txnindex (no abort in it) from one whose
+            # index is missing (a copy of the .log files): it takes the aborts from the
+            # markers themselves, as recovery rebuilds the index, never from the index
+            aborted_rows = self._aborted_by_markers(run.table, segments, run.next_offset)[lo:hi]
+            if aborted_rows.any():
+                mask = pa.array(~aborted_rows)
+                keep = mask if keep is None else pc.and_(keep, mask)
+        elif committed and table.num_rows:
             fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
             aborted = self._collect_aborted_txns(segments, bases, offset, fetched_end)
             if aborted:
                 mask = pa.array(~_aborted_mask(table, aborted))
                 keep = mask if keep is None else pc.and_(keep, mask)
         return FetchResult(table if keep is None else table.filter(keep), next_offset)
+
+    def _aborted_by_markers(self, table: pa.Table, segments: list[LogSegment],
+                            next_offset: int) -> np.ndarray:
+        """True for the rows of ``table`` (a decoded run of this log ending before
+        ``next_offset``) that belong to aborted transactions, found from the transaction
+        markers as ``ProducerStateManager`` does when recovery rebuilds a ``.txnindex``: a
+        transactional record of producer P is aborted when P's next COMMIT/ABORT marker after
+        it is an ABORT (the index entry's ``[first offset, marker]``). Markers in the run are
+        read from its control rows; for producers whose transaction runs past the run, the
+        batches after it are walked (headers, and the one record of a control batch) until
+        each one's marker is found. Writes nothing."""
+        from .format.log_input_stream import batch_records
+
+        pids = table.column("producerId").to_numpy()
+        txnal = table.column("isTransactional").to_numpy(zero_copy_only=False)
+        control = table.column("isControl").to_numpy(zero_copy_only=False)
+        offsets = table.column("offset").to_numpy()
+        aborted = np.zeros(len(offsets), dtype=bool)
+        data = txnal & ~control
+        if not data.any():
+            return aborted
+        markers: dict[int, list[tuple[int, bool]]] = {}
+        keys = table.column("key")
+        for i in np.flatnonzero(txnal & control).tolist():
+            kind = ControlRecordType.parse(keys[i].as_py())
+            if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                markers.setdefault(int(pids[i]), []).append(
+                    (int(offsets[i]), kind is ControlRecordType.ABORT))
+        last_data = {int(p): int(offsets[data & (pids == p)].max()) for p in np.unique(pids[data])}
+        pending = {p for p, last in last_data.items()
+                   if not markers.get(p) or markers[p][-1][0] < last}
+        if pending:
+            bases = [s.base_offset for s in segments]
+            for seg in segments[max(0, bisect.bisect_right(bases, next_offset) - 1):]:
+                start = seg.translate_offset(next_offset) if seg.base_offset <= next_offset else None
+                position = start.position if start is not None else 0
+                if seg.base_offset <= next_offset and start is None:
+                    continue
+                for b, chunk, _ in seg._walk(position):
+                    h = b.header
+                    if h is None or not h.is_control or h.producer_id not in pending or \
+                            b.base_offset < next_offset:
+                        continue
+                    kind = ControlRecordType.parse(batch_records(chunk, b)[0].key)
+                    if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                        markers.setdefault(h.producer_id, []).append(
+                            (b.base_offset, kind is ControlRecordType.ABORT))
+                        pending.discard(h.producer_id)
+                        if not pending:
+                            break
+                if not pending:
+                    break
+        for pid in last_data:
+            found = markers.get(pid)
+            if not found:
+                continue        # no decided transaction: above the last stable offset
+            at = np.fromiter((o for o, _ in found), np.int64, len(found))
+            is_abort = np.fromiter((a for _, a in found), bool, len(found))
+            rows = np.flatnonzero(data & (pids == pid))
+            nxt = np.searchsorted(at, offsets[rows], side="right")
+            hit = nxt < len(at)
+            aborted[rows[hit]] = is_abort[nxt[hit]]
+        return aborted
 
     def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
                               fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

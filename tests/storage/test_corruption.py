@@ -333,8 +333,8 @@ def run_cases(orig: Original, tmp_path: Path, kind: str, damage: str, cases: int
         avoid = frozenset()
         if kind == "log":
             # a batch's baseOffset is outside its CRC: recovery detects a change by the offsets
-            # of the neighbouring batches and drops both batches of an overlap, so the end is
-            # not the rule of expected_end; the test_base_offset_* tests cover it
+            # of the batch after it (the first whose offsets go backwards), so the end is not
+            # the rule of expected_end; the test_base_offset_* tests cover it
             seg = int(path.name[:20])
             avoid = frozenset(p + i for sb, p, _s, _b, _l in orig.batches if sb == seg
                               for i in range(8))
@@ -403,7 +403,10 @@ def test_unreadable_recovery_point_keeps_log_start(tmp_path: Path) -> None:
 
 def test_base_offset_corruption_is_detected(tmp_path: Path) -> None:
     """A batch's baseOffset is outside its CRC: changed from 4 to 5, recovery used to accept it
-    and reads gave offsets [0, 1, 2, 3, 5, 6, 6, 7, ...]."""
+    and reads gave offsets [0, 1, 2, 3, 5, 6, 6, 7, ...]. A gap is valid (compaction leaves
+    them), so the batch now at 5..6 stays and the next one, whose offsets 6..7 go backwards,
+    is the first invalid batch: recovery truncates there and keeps every batch before it
+    (docs/operations.md "What valid means"); no offset is served twice."""
     part = tmp_path / "orders-0"
     with Log.open(part) as log:
         for i in range(6):
@@ -424,8 +427,9 @@ def test_base_offset_corruption_is_detected(tmp_path: Path) -> None:
         return
     with log:
         offsets = log.read(0, max_bytes=1 << 30).column("offset").to_pylist()
-        assert offsets == list(range(log.log_end_offset)), offsets
-        assert log.log_end_offset == 4
+        assert offsets == [0, 1, 2, 3, 5, 6], offsets
+        assert log.log_end_offset == 7
+    assert seg.stat().st_size == pos + struct.unpack_from(">i", data, pos + 8)[0] + 12
 
 
 def test_negative_index_position_is_rebuilt(tmp_path: Path) -> None:
