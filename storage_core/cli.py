@@ -102,7 +102,8 @@ from .checkpoints import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER
                           RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           CorruptCheckpointError, OffsetCheckpointFile, parse_clean_shutdown,
                           parse_leader_epoch_checkpoint, parse_offset_checkpoint,
-                          parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str)
+                          parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str,
+                          without_invalid_topics)
 from .errors import CorruptRecordError, KafkaLogError
 from .format import legacy
 from .format.compression import CompressionType, decompress
@@ -1398,7 +1399,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
                 cp = OffsetCheckpointFile(d.parent / RECOVERY_POINT_CHECKPOINT)
                 if cp.path.exists():
                     try:
-                        offsets = cp.read()
+                        offsets = without_invalid_topics(cp.read(), cp.path)
                     except KafkaLogError:
                         offsets = None           # unreadable: Log.open treats it as empty
                     if offsets is not None and offsets.pop(tp, None) is not None:
