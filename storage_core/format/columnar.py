@@ -168,17 +168,20 @@ def check_offset_order(scan: BatchArrays, after: int, source: str | None) -> Non
         raise _corrupt(reason, scan.info(i), source)
 
 
-def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays) -> int:
+def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays, *, bounded: bool = True) -> int:
     """The index of the first batch whose records' offset deltas do not increase strictly
     within ``[0, lastOffsetDelta]`` (``deltas``: every record's, the batches in order), or
-    ``len(scan)``."""
+    ``len(scan)``. ``bounded=False``: only from 0 up, strictly (a read's check: Java's
+    iterators read a delta past lastOffsetDelta as it is)."""
     counts = scan.records_count
     if not deltas.size:
         return len(scan)
     batch_of = np.repeat(np.arange(len(scan)), counts)
     starts = np.zeros(deltas.size, bool)
     starts[(np.cumsum(counts) - counts)[counts > 0]] = True
-    bad = (deltas < 0) | (deltas > scan.column("last_offset_delta")[batch_of])
+    bad = deltas < 0
+    if bounded:
+        bad |= deltas > scan.column("last_offset_delta")[batch_of]
     bad[1:] |= ~starts[1:] & (deltas[1:] <= deltas[:-1])
     hit = np.flatnonzero(bad)
     return int(batch_of[hit[0]]) if hit.size else len(scan)
@@ -257,10 +260,10 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     fields, keys, values = record_fields(data, scan, lo, hi, source, gather=True)
     arr = np.frombuffer(data, np.uint8)
     ts_delta, off_delta, kstart, klen, vstart, vlen, hcount = fields
-    bad = first_bad_offset_deltas(off_delta, scan)
-    if bad < len(scan):
-        raise _corrupt("Record offset deltas of the batch are not increasing within "
-                       "[0, lastOffsetDelta]", scan.info(bad), source)
+    bad = first_bad_offset_deltas(off_delta, scan, bounded=False)
+    if bad < len(scan):        # records served out of order or twice otherwise
+        raise _corrupt("Record offset deltas of the batch do not increase", scan.info(bad),
+                       source)
     attrs = scan.column("attributes")
     if len(scan) == 1:           # a lookup's one batch: scalars broadcast, nothing to repeat
         def per_record(column: np.ndarray) -> np.ndarray:

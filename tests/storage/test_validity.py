@@ -81,8 +81,10 @@ DAMAGES = {
     "negative lastOffsetDelta": lambda d, p: (struct.pack_into(">i", d, p + 23, -1), recrc(d, p)),
     "offsets going backwards": lambda d, p: struct.pack_into(">q", d, p, 0),
     "base offset near 2^63": lambda d, p: struct.pack_into(">q", d, p, 2**63 - 2),
-    "record offset deltas backwards": lambda d, p: (d.__setitem__(slice(p + 61 + 4, p + 61 + 5),
-                                                                  b"\x02"), recrc(d, p)),
+    # the second record (9 bytes in: length, attributes, timestamp delta, offset delta) gets
+    # the first one's offset delta 0
+    "record offset deltas not increasing": lambda d, p: (d.__setitem__(p + 61 + 9 + 3, 0),
+                                                         recrc(d, p)),
 }
 
 
