@@ -1046,8 +1046,8 @@ def _check_offset_entries(path: Path, offsets: dict, p: _Problems) -> str:
                                   preallocate=False)
             try:
                 end = seg.read_next_offset()
-            except CorruptRecordError:
-                continue                # reported with the .log; recovery decides the end
+            except (KafkaLogError, ValueError, OSError):
+                continue                # reported with the .log or index; recovery decides the end
             finally:
                 seg.close(final_entries=False)
             if offset > end:
