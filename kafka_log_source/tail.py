@@ -82,6 +82,9 @@ class PartitionTail:
             self._topic_id = topic_id_to_str(meta.read()) if meta.exists() else None
         except FileNotFoundError:
             self._topic_id = None
+        except KafkaLogError as e:         # damaged: read on without the id, as Log does
+            log.warning("Reading %s without its topic id: %s", self.path, e)
+            self._topic_id = None
 
     def _reload(self) -> None:
         with open_partition(self.path) as log_:

@@ -242,10 +242,17 @@ class Log:
         one is given; with none on disk a given id is recorded and flushed. Kafka schedules that
         flush and repeats it before every append (so the file precedes any data); it is done
         here at once, before the load, so no append has to check. Run before the load: a
-        refused open changes nothing. A reader never writes the file."""
+        refused open changes nothing. A reader never writes the file, and reads past a damaged
+        one (the records do not depend on it) with a warning and no id; a writer is refused,
+        as Kafka takes such a log's directory offline."""
         try:
             on_disk = self._partition_metadata.read() if self._partition_metadata.exists() else None
         except FileNotFoundError:        # a reader racing a deletion: as if never written
+            on_disk = None
+        except CorruptCheckpointError as e:
+            if not self.read_only:
+                raise
+            log.warning("Reading %s without its topic id: %s", self.dir, e)
             on_disk = None
         if on_disk is not None:
             if topic_id is not None and topic_id != on_disk:

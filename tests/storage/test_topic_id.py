@@ -150,19 +150,24 @@ def test_assign_topic_id_to_a_log_without_one(tmp_path):
     assert not (other / PARTITION_METADATA_FILE).exists()
 
 
-def test_corrupt_partition_metadata_is_refused_naming_the_file(tmp_path):
+def test_corrupt_partition_metadata_refused_for_writers_warned_for_readers(tmp_path, caplog):
     """PartitionMetadataFileTest.testReadMalformedFileThrowsKafkaStorageException...: a damaged
-    partition.metadata fails the open (Kafka takes the log dir offline) with an error naming the
-    file and line, and leaves the log's files alone."""
+    partition.metadata fails a writable open (Kafka takes the log dir offline) with an error
+    naming the file and line, leaving the log's files alone; a reader opens the log with a
+    warning naming the file, no topic id, and every record."""
     part = tmp_path / "orders-0"
     with Log.open(part, topic_id=random_topic_id()) as log:
         append(log, b"a")
     (part / PARTITION_METADATA_FILE).write_bytes(b"version: 0\ntopic_id: not-a-uuid")
     before = tree(tmp_path)
-    for read_only in (False, True):
-        with pytest.raises(CorruptCheckpointError) as info:
-            Log.open(part, read_only=read_only)
-        assert str(part / PARTITION_METADATA_FILE) in str(info.value) and "line 2" in str(info.value)
+    with pytest.raises(CorruptCheckpointError) as info:
+        Log.open(part)
+    assert str(part / PARTITION_METADATA_FILE) in str(info.value) and "line 2" in str(info.value)
+    assert tree(tmp_path) == before
+    with caplog.at_level("WARNING", logger="storage_core.log"), Log.open(part, read_only=True) as log:
+        assert log.topic_id is None
+        assert log.read(0).column("value").to_pylist() == [b"a"]
+    assert any(str(part / PARTITION_METADATA_FILE) in r.getMessage() for r in caplog.records)
     assert tree(tmp_path) == before
 
 
