@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -491,7 +492,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 f"topic-partition is broken, and some data may have been missed.")
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], s, e))
-        return res.input_partitions(ranges, infos, dirs)
+        # tasks check the topic id before reading: a topic recreated after this planning does
+        # not hand them another topic's records for these offsets (batch reads, planned once
+        # and re-run over whatever the directory holds then, do not check)
+        return [replace(part, topic_id=infos[(part.topic, part.partition)].topic_id)
+                for part in res.input_partitions(ranges, infos, dirs)]
 
     def _data_loss(self, message: str, instead: str = "Ignored") -> None:
         if self.opts.fail_on_data_loss:

@@ -213,6 +213,31 @@ def test_topic_recreated_after_a_batch_was_planned_reader(tmp_path):
     assert read_range(lenient, end1, end2) == recs("t", 0, ["b0", "b1", "b2"])
 
 
+def test_topic_recreated_while_tasks_read_it(tmp_path):
+    """[KafkaMicroBatchSourceSuite "delete a topic when a Spark job is running"], by topic id:
+    input partitions planned for the old topic, read after the topic was recreated with as many
+    records: a task never returns the new topic's records for the old offsets. true: the task
+    fails naming both ids; false: it returns nothing (and warns), and the next batch reads the
+    new topic from offset 0."""
+    old, new = random_topic_id(), random_topic_id()
+    append(tmp_path, "t-0", ["a0", "a1", "a2"], old)
+    strict = stream_reader(tmp_path, subscribe="t", startingOffsets="earliest")
+    lenient = stream_reader(tmp_path, subscribe="t", startingOffsets="earliest",
+                            failOnDataLoss="false")
+    s = lenient.initialOffset()
+    end1 = lenient.latestOffset(s, ReadAllAvailable())
+    strict_parts, lenient_parts = strict.partitions(s, end1), lenient.partitions(s, end1)
+    assert [p.topic_id for p in lenient_parts] == [topic_id_to_str(old)]
+    delete_topic(tmp_path, "t", 1)
+    append(tmp_path, "t-0", ["b0", "b1", "b2"], new)
+    with pytest.raises(DataLossError, match=f"deleted and recreated: topic id {topic_id_to_str(old)} "
+                                            f"when planned, {topic_id_to_str(new)} now"):
+        list(strict.read(strict_parts[0]))
+    assert [rb.num_rows for part in lenient_parts for rb in lenient.read(part)] == []
+    end2 = lenient.latestOffset(end1, ReadAllAvailable())
+    assert read_range(lenient, end1, end2) == recs("t", 0, ["b0", "b1", "b2"])
+
+
 def test_available_now_fails_when_a_topic_is_recreated_mid_run(tmp_path):
     """[KafkaMicroBatchSourceSuite "Query with Trigger.AvailableNow should throw error when
     offset(s) in planned topic partitions got unavailable during subsequent batches"], by topic
