@@ -66,7 +66,10 @@ class PartitionTail:
             if not self._follow_roll():
                 self._reload()
             else:
+                previous = self._topic_id
                 self._read_topic_id()
+                if self._topic_id != previous:
+                    self._reload()         # recreated where the old inode number was reused
             self._dir_mtime = mtime        # taken first: a change while reading reloads again
         elif not self._catch_up():
             self._reload()
