@@ -29,6 +29,7 @@ import random
 import shutil
 import signal
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,7 +302,12 @@ class SinkCoordinator:
     def _create_topics(self, topics: set[str]) -> None:
         """A topic seen for the first time gets all its ``numPartitions`` directories, the
         highest first: a topic's partition count is its highest directory + 1, so a kill half
-        way leaves the full count visible and a later commit fills in the missing ones."""
+        way leaves the full count visible and a later commit fills in the missing ones.
+        Every partition of a new topic gets the same new random topic id (KIP-516) in its
+        ``partition.metadata``, so readers can tell a recreated topic from the old one; missing
+        partitions filled in later get the id of the existing ones."""
+        from storage_core.checkpoints import PartitionMetadataFile, random_topic_id
+
         from .writer import topic_partition_count
 
         for topic in sorted(topics):
@@ -309,10 +315,16 @@ class SinkCoordinator:
             if not existing:
                 self._record_topic_config(topic)
             count = existing or self.opts.num_partitions
+            topic_id = None if existing else random_topic_id()
             for p in reversed(range(count)):
                 path = self._dir((topic, p))
                 if not path.exists():
-                    with self._open(path):
+                    if topic_id is None:
+                        # the highest directory is created first: it holds the topic's id
+                        # (None for a topic written before topic ids, which keeps having none)
+                        meta = PartitionMetadataFile(self._dir((topic, count - 1)))
+                        topic_id = meta.read() if meta.exists() else None
+                    with self._open(path, topic_id):
                         pass
 
     def _record_topic_config(self, topic: str) -> None:
@@ -338,12 +350,12 @@ class SinkCoordinator:
     def _dir(self, tp: tuple[str, int]) -> Path:
         return self.opts.path / f"{tp[0]}-{tp[1]}"
 
-    def _open(self, path: Path) -> Log:
+    def _open(self, path: Path, topic_id: uuid.UUID | None = None) -> Log:
         """The partition's writer lock, waited for (another query's commit may hold it)."""
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             try:
-                return Log.open(path, self.opts.log_config)
+                return Log.open(path, self.opts.log_config, topic_id=topic_id)
             except LogLockedError:
                 if time.monotonic() > deadline:
                     raise

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from storage_core.checkpoints import parse_topic_partition_dir
+from storage_core.checkpoints import parse_topic_partition_dir, topic_id_to_str
 from storage_core.errors import KafkaLogError
 from storage_core.log import Log
 
@@ -75,13 +75,18 @@ class PartitionInfo:
     earliest: int                 # the log start offset
     latest: int                   # the log end offset, or the last stable offset (read_committed)
     segments: tuple[int, ...]     # base offsets of the segment files, in order
+    topic_id: str | None = None   # from partition.metadata (string form), None without one
 
 
 def partition_info(path: Path, isolation: str) -> PartitionInfo:
     with open_partition(path) as log_:
         latest = log_.last_stable_offset if isolation == "read_committed" else log_.log_end_offset
         return PartitionInfo(log_.log_start_offset, latest,
-                             tuple(s.base_offset for s in log_.segments))
+                             tuple(s.base_offset for s in log_.segments), topic_id_str(log_))
+
+
+def topic_id_str(log_: Log) -> str | None:
+    return None if log_.topic_id is None else topic_id_to_str(log_.topic_id)
 
 
 def current_log_start(path: Path) -> int:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
@@ -27,7 +28,8 @@ from storage_core.errors import InvalidConfigError, KafkaLogError
 from . import catalog
 from .tail import DataDirView
 from .offsets import (EARLIEST, LATEST, OffsetRange, TopicPartition, offsets_behind,
-                      offsets_from_json, offsets_to_json, rate_limit, split_ranges)
+                      offsets_from_json, offsets_to_json, rate_limit, split_ranges,
+                      topic_ids_from_json)
 from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
                       SourceOptions, check_at_load, parse_source_options)
 from .reader import DataLossError, DATA_LOSS_HINT, KafkaLogInputPartition, read_partition, spark_schema
@@ -190,6 +192,30 @@ def _tp_set(tps) -> str:
     return "Set(" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + ")"
 
 
+def _ids(infos: dict[TopicPartition, catalog.PartitionInfo]) -> dict[TopicPartition, str]:
+    return {tp: info.topic_id for tp, info in infos.items() if info.topic_id is not None}
+
+
+def _recreated(seen: Mapping[TopicPartition, str | None],
+               infos: dict[TopicPartition, catalog.PartitionInfo], among) -> dict[TopicPartition, str]:
+    """The partitions of ``among`` that had a topic id (``seen``) and now have another one: their
+    topic was deleted and recreated. -> {tp: the id now}. A partition without an id now is
+    not counted (a directory being created shows none until its writer records it; one
+    rewritten by a writer without ids is followed by its offsets alone, keeping the last id)."""
+    return {tp: infos[tp].topic_id for tp in among
+            if tp in infos and seen.get(tp) is not None and infos[tp].topic_id is not None
+            and infos[tp].topic_id != seen[tp]}
+
+
+def _recreated_message(changed: dict[TopicPartition, str], seen, infos) -> str:
+    by_topic: dict[tuple[str, str, str], list[int]] = {}
+    for (topic, partition), now in sorted(changed.items()):
+        by_topic.setdefault((topic, seen[(topic, partition)], now), []).append(partition)
+    return " ".join(
+        f"Topic {topic} was deleted and recreated: partitions {parts} had topic id {old}, "
+        f"now topic id {new}." for (topic, old, new), parts in by_topic.items())
+
+
 # ------------------------------------------------------------------ batch reads
 
 class KafkaLogBatchReader(DataSourceReader):
@@ -263,7 +289,14 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``KafkaSourceOffset`` JSON, keys in a stable order), with Kafka's admission control:
     ``maxOffsetsPerTrigger`` split in proportion to each partition's backlog,
     ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` checked here (Python sources get no composite
-    limit), ``Trigger.AvailableNow`` bounded by the offsets seen when it starts."""
+    limit), ``Trigger.AvailableNow`` bounded by the offsets seen when it starts.
+
+    Each offset also records the topic id (``partition.metadata``) of every partition that has
+    one (``"$topicIds"``, see offsets.py), so a topic deleted and recreated between two
+    micro-batches, even while the query was stopped, is told from the same topic: it is data
+    loss (``failOnDataLoss=true`` fails the query naming the topic and both ids), or, with
+    ``failOnDataLoss=false``, a warning and the new topic read from its earliest offset.
+    Partitions without an id are followed by their offsets alone, as Spark's Kafka source does."""
 
     def __init__(self, opts: SourceOptions, clock=None) -> None:
         self.opts = opts
@@ -271,6 +304,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: dict | None = None
         self._latest: dict[TopicPartition, int] | None = None
         self._available_now: dict[TopicPartition, int] | None = None
+        self._available_now_ids: dict[TopicPartition, str | None] = {}
         self._last_batch_ms: int | None = None
 
     def _now(self) -> int:
@@ -302,7 +336,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 resolved = Resolver(self.opts).resolve(limit, dirs, infos, starting=True,
                                                        streaming=True, keep_latest=True)
-            self._initial = offsets_to_json(resolved)
+            self._initial = offsets_to_json(resolved, _ids(infos))
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -314,26 +348,42 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = self._fetch_latest()
+        infos = self._partitions_now()[1]
+        self._available_now = {tp: info.latest for tp, info in infos.items()}
+        self._available_now_ids = {tp: info.topic_id for tp, info in infos.items()}
 
     def _fetch_latest(self) -> dict[TopicPartition, int]:
         return {tp: info.latest for tp, info in self._partitions_now()[1].items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
-        now = self._fetch_latest()
+        infos = self._partitions_now()[1]
+        now = {tp: info.latest for tp, info in infos.items()}
         if self._available_now is not None:
-            self._check_available_now(now)
+            self._check_available_now(now, infos)
             latest = dict(self._available_now)
         else:
             latest = now
+        seen_ids = topic_ids_from_json(start)
+        # a partition that had an id and is now an empty directory without one is being created
+        # again (a writer records the id before the first segment): it waits for the next
+        # trigger instead of counting as a partition whose offsets went back to 0
+        latest = {tp: off for tp, off in latest.items()
+                  if not (seen_ids.get(tp) is not None and tp in infos
+                          and infos[tp].topic_id is None and not infos[tp].segments)}
         self._latest = latest
         if not latest:
             return start                # nothing subscribed exists (yet): no batch
+        recreated = _recreated(seen_ids, infos, latest)
+        if recreated:
+            self._data_loss(_recreated_message(recreated, seen_ids, infos),
+                            "The new topic is read from its earliest offset")
         # a "latest" start (-1) binds to the end offset now; partitions new since ``start``
-        # take part from their earliest offset
+        # take part from their earliest offset, and so do those of a recreated topic
         begin = {tp: (latest.get(tp, LATEST) if off == LATEST else off)
                  for tp, off in begin.items()}
+        unchanged = dict(begin)
+        begin.update({tp: infos[tp].earliest for tp in recreated})
         earliest = self._earliest_of_new(begin, latest)
         frm = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
         if isinstance(limit, ReadAllAvailable):
@@ -347,15 +397,26 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end = rate_limit(o.max_offsets_per_trigger, frm, latest)
         merged = {tp: off for tp, off in begin.items() if off != LATEST}   # gone: kept
         merged.update(end)
-        if merged != begin:
+        if merged != unchanged:
             self._last_batch_ms = self._now()
-        return offsets_to_json(merged)
+        # the ids the end offsets belong to: as found now, or as last seen where none is found
+        ids = {tp: seen_ids[tp] for tp in merged if tp in seen_ids}
+        ids.update(_ids(infos))
+        return offsets_to_json(merged, ids)
 
-    def _check_available_now(self, now: dict[TopicPartition, int]) -> None:
+    def _check_available_now(self, now: dict[TopicPartition, int],
+                             infos: dict[TopicPartition, catalog.PartitionInfo]) -> None:
         """``KafkaMicroBatchStream``'s checks under AvailableNow, failing whatever
         failOnDataLoss says: the partitions of the snapshot must still exist and still reach
-        the snapshot's offsets."""
+        the snapshot's offsets, and (kafkalog) still be the same topic (topic id)."""
         snap = self._available_now
+        changed = _recreated(self._available_now_ids, infos, self._available_now_ids)
+        if changed:
+            raise DataLossError(
+                "Some of partitions in Kafka topic(s) have been recreated during running query "
+                "with Trigger.AvailableNow. Make sure the topic(s) are not deleted or recreated "
+                "during the query. "
+                + _recreated_message(changed, self._available_now_ids, infos))
         if not set(snap) <= set(now):
             raise DataLossError(
                 "Some of partitions in Kafka topic(s) have been lost during running query with "
@@ -393,6 +454,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, until = offsets_from_json(start), offsets_from_json(end)
+        start_ids, end_ids = topic_ids_from_json(start), topic_ids_from_json(end)
         res = Resolver(self.opts)
         existing, all_infos = self._partitions_now()
         dirs = {tp: existing[tp] for tp in until if tp in existing}
@@ -400,10 +462,21 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if gone:
             self._data_loss(f"Partitions {_tp_set(gone)} have been deleted.")
         infos = {tp: all_infos[tp] for tp in dirs}
+        # recreated since this batch was planned: the range planned is not on disk any more;
+        # the next batch finds the new topic (its id differs from this end's) and starts over
+        replaced = _recreated(end_ids, infos, dirs)
+        if replaced:
+            self._data_loss(_recreated_message(replaced, end_ids, infos),
+                            "This batch skips it; the next one reads the new topic from its "
+                            "earliest offset")
         ranges = []
         for tp in dirs:
             info = infos[tp]
-            if tp in begin and begin[tp] == LATEST:
+            if tp in replaced:
+                continue
+            if tp in begin and end_ids.get(tp) not in (None, start_ids.get(tp, end_ids.get(tp))):
+                s = info.earliest           # recreated before this batch (latestOffset said so)
+            elif tp in begin and begin[tp] == LATEST:
                 s = until[tp]               # a "latest" start: this batch begins at its end
             elif tp in begin:
                 s = begin[tp]
@@ -419,12 +492,16 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 f"topic-partition is broken, and some data may have been missed.")
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], s, e))
-        return res.input_partitions(ranges, infos, dirs)
+        # tasks check the topic id before reading: a topic recreated after this planning does
+        # not hand them another topic's records for these offsets (batch reads, planned once
+        # and re-run over whatever the directory holds then, do not check)
+        return [replace(part, topic_id=infos[(part.topic, part.partition)].topic_id)
+                for part in res.input_partitions(ranges, infos, dirs)]
 
-    def _data_loss(self, message: str) -> None:
+    def _data_loss(self, message: str, instead: str = "Ignored") -> None:
         if self.opts.fail_on_data_loss:
             raise DataLossError(message + DATA_LOSS_HINT)
-        log.warning("%s Ignored (failOnDataLoss=false).", message)
+        log.warning("%s %s (failOnDataLoss=false).", message, instead)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)

@@ -84,14 +84,16 @@ def _partition_values(topic: str, obj: Any) -> dict[TopicPartition, int]:
     return {(topic, _partition_key(k)): _long(v) for k, v in obj}
 
 
-def _topic_map(text: str) -> dict[TopicPartition, int]:
-    """``JsonUtils.partitionOffsets`` / ``partitionTimestamps``: ``Map[String, Map[Int, Long]]``."""
+def _topic_map(text: str, skip: str | None = None) -> dict[TopicPartition, int]:
+    """``JsonUtils.partitionOffsets`` / ``partitionTimestamps``: ``Map[String, Map[Int, Long]]``
+    (``skip``: a key that is not a topic)."""
     root = _load(text)
     if not isinstance(root, _JsonObject):
         raise _Malformed(root)
     out: dict[TopicPartition, int] = {}
     for topic, parts in root:
-        out.update(_partition_values(topic, parts))
+        if topic != skip:
+            out.update(_partition_values(topic, parts))
     return out
 
 
@@ -191,13 +193,60 @@ def parse_partition_timestamps(text: str) -> dict[TopicPartition, int]:
 
 # ------------------------------------------------------------------ the source offset
 
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+# The topic ids (KIP-516) each partition had when its offset was taken ride along in the source
+# offset under this key, so a topic deleted and recreated is recognised across restarts too (a
+# Python source checkpoints nothing but its offset JSON). "$" is not allowed in a topic name
+# (``Topic.validate``), so the key never shadows a topic; without ids it is left out and the
+# JSON is exactly Spark's ``KafkaSourceOffset``.
+TOPIC_IDS_KEY = "$topicIds"
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int],
+                    topic_ids: Mapping[TopicPartition, str] | None = None) -> dict[str, Any]:
     """``KafkaSourceOffset.json`` as a JSON-ready dict: ``{"topic": {"0": next_offset}}``.
     Topics sorted by name, partitions in numeric order (``JsonUtils.partitionOffsets`` sorts
-    "for more determinism"): Spark compares offsets by their JSON text."""
-    out: dict[str, dict[str, int]] = {}
+    "for more determinism"): Spark compares offsets by their JSON text. ``topic_ids`` (the
+    string form, per partition of ``offsets``) add ``{"$topicIds": {"topic": "<id>"}}``, or
+    ``{"topic": {"0": "<id>", ...}}`` for a topic whose partitions do not all share one id."""
+    out: dict[str, Any] = {}
     for (topic, partition) in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
+    ids: dict[str, Any] = {}
+    for topic, parts in (out.items() if topic_ids else ()):
+        known = {p: topic_ids[(topic, int(p))] for p in parts if (topic, int(p)) in topic_ids}
+        if not known:
+            continue
+        distinct = set(known.values())
+        ids[topic] = (distinct.pop() if len(distinct) == 1 and len(known) == len(parts)
+                      else known)
+    if ids:
+        out[TOPIC_IDS_KEY] = ids
+    return out
+
+
+def topic_ids_from_json(obj: Mapping[str, Any] | str) -> dict[TopicPartition, str]:
+    """The per-partition topic ids of a source offset (``{}`` for one written without them)."""
+    if isinstance(obj, str):
+        try:
+            obj = json.loads(obj)
+        except ValueError:
+            raise InvalidConfigError(_OFFSETS_EXAMPLE + obj) from None
+    ids = obj.get(TOPIC_IDS_KEY) if isinstance(obj, Mapping) else None
+    if ids is None:
+        return {}
+    out: dict[TopicPartition, str] = {}
+    try:
+        for topic, value in ids.items():
+            if isinstance(value, str):
+                for p in obj.get(topic, {}):
+                    out[(topic, _partition_key(p))] = value
+            elif isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
+                out.update({(topic, _partition_key(p)): v for p, v in value.items()})
+            else:
+                raise _Malformed(value)
+    except (_Malformed, AttributeError):
+        raise InvalidConfigError(f"Malformed {TOPIC_IDS_KEY} in source offset {_dump(obj)}: expected "
+                                 f'e.g. {{"topicA": "<topic id>"}}') from None
     return out
 
 
@@ -208,12 +257,14 @@ def offsets_from_json(obj: Mapping[str, Any] | str) -> dict[TopicPartition, int]
     if isinstance(obj, str):
         text = obj
         try:
-            return _topic_map(text)
+            return _topic_map(text, skip=TOPIC_IDS_KEY)
         except _Malformed:
             raise InvalidConfigError(_OFFSETS_EXAMPLE + text) from None
     try:
         out: dict[TopicPartition, int] = {}
         for topic, parts in obj.items():
+            if topic == TOPIC_IDS_KEY:
+                continue
             if not isinstance(topic, str) or not isinstance(parts, Mapping):
                 raise _Malformed(parts)
             for key, value in parts.items():

@@ -86,6 +86,7 @@ class KafkaLogInputPartition(InputPartition):
     include_headers: bool = False
     fail_on_data_loss: bool = True
     max_bytes: int = 4 << 20
+    topic_id: str | None = None   # the partition's topic id when planned (partition.metadata)
 
 
 def read_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
@@ -112,10 +113,28 @@ def _resolve(p: KafkaLogInputPartition) -> KafkaLogInputPartition:
                    segments=segments_for(info, max(start, info.earliest), end))
 
 
+def _recreated_since_planning(p: KafkaLogInputPartition) -> bool:
+    """The directory holds another topic than the one planned (the topic was deleted and
+    recreated since): the planned range is gone; fail, or skip it with a warning."""
+    if p.topic_id is None:
+        return False
+    from storage_core.checkpoints import PartitionMetadataFile, topic_id_to_str
+
+    try:
+        now = topic_id_to_str(PartitionMetadataFile(Path(p.path)).read())
+    except (OSError, KafkaLogError):
+        return False                     # gone or unreadable: the offsets tell
+    if now == p.topic_id:
+        return False
+    _data_lost(p, p.start, p.end, f"the topic was deleted and recreated: topic id {p.topic_id} "
+                                  f"when planned, {now} now")
+    return True
+
+
 def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
     if p.start < 0 or p.end < 0:
         p = _resolve(p)
-    if p.start >= p.end:
+    if p.start >= p.end or _recreated_since_planning(p):
         return
     if p.isolation == "read_committed":
         yield from _committed_tables(p)

@@ -7,7 +7,9 @@ a file: a directory whose modification time is unchanged has the same segments, 
 active segment's new bytes are read, and only their batch headers (the compiled header walk)
 move the log end offset and, for ``read_committed``, the open transactions and hence the last
 stable offset. A roll, retention, a truncation or a restarted writer changes the directory (or
-shrinks the file) and makes that one partition load again.
+shrinks the file) and makes that one partition load again. A directory that is not the same one
+any more (another inode: the topic was deleted and recreated) is always loaded afresh, and its
+topic id (``partition.metadata``) is read again whenever the directory changes.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from storage_core.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.checkpoints import (LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile,
+                                      PartitionMetadataFile, topic_id_to_str)
 from storage_core.config import LogConfig
 from storage_core.errors import KafkaLogError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.record_batch import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
 from storage_core.segment import LOG_SUFFIX, LogSegment
 
-from .catalog import PartitionInfo, assigned, open_partition
+from .catalog import PartitionInfo, assigned, open_partition, topic_id_str
 from .offsets import TopicPartition
 from .options import Strategy
 
@@ -41,6 +44,8 @@ class PartitionTail:
         self.path = path
         self.committed = committed
         self._dir_mtime: int | None = None
+        self._dir_ino: int | None = None
+        self._topic_id: str | None = None
         self._bases: tuple[int, ...] = ()
         self._first_base = 0
         self._leo = 0
@@ -50,12 +55,21 @@ class PartitionTail:
 
     def info(self, log_start_checkpoint: int) -> PartitionInfo | None:
         try:
-            mtime = os.stat(self.path).st_mtime_ns
+            st = os.stat(self.path)
         except FileNotFoundError:
             return None
-        if mtime != self._dir_mtime:
+        mtime = st.st_mtime_ns
+        if st.st_ino != self._dir_ino:
+            self._reload()                 # first look, or a recreated directory
+            self._dir_ino, self._dir_mtime = st.st_ino, mtime
+        elif mtime != self._dir_mtime:
             if not self._follow_roll():
                 self._reload()
+            else:
+                previous = self._topic_id
+                self._read_topic_id()
+                if self._topic_id != previous:
+                    self._reload()         # recreated where the old inode number was reused
             self._dir_mtime = mtime        # taken first: a change while reading reloads again
         elif not self._catch_up():
             self._reload()
@@ -63,10 +77,21 @@ class PartitionTail:
         latest = self._leo
         if self.committed and self._ongoing:
             latest = min(latest, min(self._ongoing.values()))
-        return PartitionInfo(earliest, latest, self._bases)
+        return PartitionInfo(earliest, latest, self._bases, self._topic_id)
+
+    def _read_topic_id(self) -> None:
+        meta = PartitionMetadataFile(self.path)
+        try:
+            self._topic_id = topic_id_to_str(meta.read()) if meta.exists() else None
+        except FileNotFoundError:
+            self._topic_id = None
+        except KafkaLogError as e:         # damaged: read on without the id, as Log does
+            log.warning("Reading %s without its topic id: %s", self.path, e)
+            self._topic_id = None
 
     def _reload(self) -> None:
         with open_partition(self.path) as log_:
+            self._topic_id = topic_id_str(log_)
             segments = log_.segments
             self._bases = tuple(s.base_offset for s in segments)
             self._first_base = self._bases[0] if self._bases else log_.log_start_offset

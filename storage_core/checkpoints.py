@@ -32,7 +32,7 @@ from os import PathLike
 from pathlib import Path, PurePath
 from typing import Generic, NamedTuple, TypeVar
 
-from .errors import InvalidTopicError, KafkaLogError
+from .errors import InconsistentTopicIdError, InvalidTopicError, KafkaLogError
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +77,6 @@ class CorruptCheckpointError(KafkaLogError):
         self.line = line
         where = [w for w in (self.source, None if line is None else f"line {line}") if w]
         super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
-
-
-class InconsistentTopicIdError(KafkaLogError):
-    """A partition was given a topic id different from the one already recorded for it
-    (Kafka's ``InconsistentTopicIdException``)."""
 
 
 class TopicPartition(NamedTuple):
@@ -736,6 +731,16 @@ def topic_id_from_str(text: str) -> uuid.UUID:
         raise ValueError(f"Input string `{text}` decoded as {len(raw)} bytes, which is not equal "
                          f"to the expected 16 bytes of a base64-encoded UUID")
     return uuid.UUID(bytes=raw)
+
+
+def random_topic_id() -> uuid.UUID:
+    """``Uuid.randomUuid``: a random (version 4) id, never one of the reserved ids (all zeros,
+    ``Uuid.ONE_UUID``) nor one whose string form starts with "-" (it would read as a
+    command-line option)."""
+    while True:
+        topic_id = uuid.uuid4()
+        if topic_id.int > 1 and not topic_id_to_str(topic_id).startswith("-"):
+            return topic_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,12 @@ class InvalidTopicError(KafkaLogError, ValueError):
     """A topic or partition name Kafka would refuse, or one that would leave the data dir."""
 
 
+class InconsistentTopicIdError(KafkaLogError):
+    """A partition was given a topic id different from the one already recorded for it in its
+    ``partition.metadata`` (Kafka's ``InconsistentTopicIdException``): the directory holds
+    another topic of the same name. The message names the directory and both ids."""
+
+
 class LogLockedError(KafkaLogError):
     """Another process holds the partition's writer lock."""
 

@@ -19,6 +19,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -29,12 +30,12 @@ import pyarrow.compute as pc
 
 from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
-                          OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name,
-                          without_invalid_topics)
+                          OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
+                          topic_id_to_str, validate_topic_name, without_invalid_topics)
 from .config import INT_MAX, LONG_MAX, LogConfig
-from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
-                     LogLockedError, OffsetOutOfRangeError, OffsetOverflowError,
-                     RecordTooLargeError)
+from .errors import (CorruptRecordError, InconsistentTopicIdError, InvalidConfigError,
+                     InvalidOffsetError, KafkaLogError, LogLockedError, OffsetOutOfRangeError,
+                     OffsetOverflowError, RecordTooLargeError)
 from .format import decode_run, empty_table, encode_batches
 from .format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
 from .format.log_input_stream import (BatchArrays, default_max_decompressed,
@@ -159,6 +160,9 @@ class Log:
         self._producer_state_pending = False     # a reader loads it on first use
         self._producer_state = ProducerStateManager(
             self.dir, producer_id_expiration_ms=config.producer_id_expiration_ms)
+        # the topic id (KIP-516) from partition.metadata, None for a topic created without one
+        self.topic_id: uuid.UUID | None = None
+        self._partition_metadata = PartitionMetadataFile(self.dir)
         try:
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         except CorruptCheckpointError as e:
@@ -174,7 +178,7 @@ class Log:
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: LogConfig | None = None, *,
              read_only: bool = False, create: bool = True, clock: Clock = _wall_ms,
-             had_clean_shutdown: bool = False) -> "Log":
+             had_clean_shutdown: bool = False, topic_id: uuid.UUID | None = None) -> "Log":
         """Open (creating it if needed) the partition directory ``path`` and load it: temporary
         files of an interrupted clean or delete are resolved, missing indexes rebuilt, and
         everything after the recovery point is validated; an invalid tail is truncated.
@@ -182,7 +186,12 @@ class Log:
         ``had_clean_shutdown``: the data directory's ``.kafka_cleanshutdown`` marker was present
         (the LogManager knows): the recovery point is taken to be the log end offset, as Kafka's
         LogLoader does. A segment whose indexes still have their preallocated length (a writer
-        that never closed it) is recovered all the same: the marker cannot vouch for it."""
+        that never closed it) is recovered all the same: the marker cannot vouch for it.
+
+        ``topic_id``: the topic's id (KIP-516). A log without ``partition.metadata`` records it
+        there before anything else is written; one whose file holds another id is refused with
+        ``InconsistentTopicIdError`` before anything is changed. Without it, the id on disk (if
+        any) is read into ``topic_id``."""
         path = Path(path)
         parse_topic_partition_dir(path.name)           # refuse a bad name before making anything
         validate_topic_name(parse_topic_partition_dir(path.name)[0])
@@ -197,6 +206,7 @@ class Log:
         try:
             if not read_only:
                 log_._acquire_writer_lock()
+            log_._initialize_topic_id(topic_id)
             log_._load()
         except BaseException:
             log_._release()
@@ -226,6 +236,51 @@ class Log:
             if self._dir_fd >= 0:
                 os.close(self._dir_fd)       # releases the writer lock whatever happened
                 self._dir_fd = -1
+
+    def _initialize_topic_id(self, topic_id: uuid.UUID | None) -> None:
+        """``UnifiedLog.initializeTopicId``: an id on disk wins and must equal ``topic_id`` if
+        one is given; with none on disk a given id is recorded and flushed. Kafka schedules that
+        flush and repeats it before every append (so the file precedes any data); it is done
+        here at once, before the load, so no append has to check. Run before the load: a
+        refused open changes nothing. A reader never writes the file, and reads past a damaged
+        one (the records do not depend on it) with a warning and no id; a writer is refused,
+        as Kafka takes such a log's directory offline."""
+        try:
+            on_disk = self._partition_metadata.read() if self._partition_metadata.exists() else None
+        except FileNotFoundError:        # a reader racing a deletion: as if never written
+            on_disk = None
+        except CorruptCheckpointError as e:
+            if not self.read_only:
+                raise
+            log.warning("Reading %s without its topic id: %s", self.dir, e)
+            on_disk = None
+        if on_disk is not None:
+            if topic_id is not None and topic_id != on_disk:
+                raise self._inconsistent_topic_id(topic_id, on_disk)
+            self.topic_id = on_disk
+        elif topic_id is not None:
+            self.topic_id = topic_id
+            if not self.read_only:
+                self._partition_metadata.record(topic_id)
+                self._partition_metadata.maybe_flush()      # .tmp, fsync, rename, fsync dir
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """``UnifiedLog.assignTopicId``: give a log created without an id its topic id
+        (recorded in ``partition.metadata`` at once); re-assigning the same id is a no-op,
+        another id raises ``InconsistentTopicIdError``."""
+        if self.topic_id is not None:
+            if self.topic_id != topic_id:
+                raise self._inconsistent_topic_id(topic_id, self.topic_id)
+            return
+        self._check_writable()
+        with self._lock:
+            self._initialize_topic_id(topic_id)
+
+    def _inconsistent_topic_id(self, given: uuid.UUID, recorded: uuid.UUID) -> InconsistentTopicIdError:
+        return InconsistentTopicIdError(
+            f"Tried to assign topic ID {topic_id_to_str(given)} to log for topic partition "
+            f"{self.topic}-{self.partition} in {self.dir}, but log already contained topic ID "
+            f"{topic_id_to_str(recorded)}")
 
     def _checkpoint(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.dir.parent / name)

@@ -43,6 +43,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -175,8 +176,9 @@ class _DataDir:
 
 
 def _open_log(path: Path, config: LogConfig, *, clock: Clock, had_clean_shutdown: bool,
-              create: bool) -> Log:
-    return Log.open(path, config, create=create, clock=clock, had_clean_shutdown=had_clean_shutdown)
+              create: bool, topic_id: uuid.UUID | None = None) -> Log:
+    return Log.open(path, config, create=create, clock=clock, had_clean_shutdown=had_clean_shutdown,
+                    topic_id=topic_id)
 
 
 def _newest_mtime_ns(directory: Path) -> int:
@@ -461,20 +463,26 @@ class LogManager:
         with self._lock:
             return (self._future_logs if is_future else self._logs).get(tp)
 
-    def get_or_create_log(self, tp: TopicPartition | tuple[str, int], config: LogConfig | None = None) -> Log:
+    def get_or_create_log(self, tp: TopicPartition | tuple[str, int], config: LogConfig | None = None,
+                          topic_id: uuid.UUID | None = None) -> Log:
         """The partition's log, created (in the data dir with the fewest logs) if it does not
         exist yet. ``config``: the configuration of a new log; by default the topic's (defaults +
-        overrides from the ``ConfigRepository``)."""
+        overrides from the ``ConfigRepository``). ``topic_id``: written to a new log's
+        ``partition.metadata``, assigned to an existing log without one, and checked against
+        the id of one that has it (``InconsistentTopicIdError``), as ``getOrCreateLog`` does."""
         self._check_open()
         tp = TopicPartition(*tp)
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
+                if topic_id is not None:
+                    existing.assign_topic_id(topic_id)
                 return existing
             name = topic_partition_dir_name(tp.topic, tp.partition)
             data_dir = self._next_log_dir()
             config = config or self.config_repository.topic_config(tp.topic)
-            lg = _open_log(data_dir / name, config, clock=self.clock, had_clean_shutdown=False, create=True)
+            lg = _open_log(data_dir / name, config, clock=self.clock, had_clean_shutdown=False, create=True,
+                           topic_id=topic_id)
             self._logs[tp] = lg
             self._opened_at[id(lg)] = time.monotonic()
             log.info("Created log for partition %s in %s with properties %s", tp, data_dir,
