@@ -1,6 +1,6 @@
 """The ``kafkalog`` source through a real SparkSession: option validation (checklist §1), offset
 JSON formats as they travel through real queries and checkpoints (§2) and the record schema and
-headers (§7) of /work/shared/spark_kafka_test_checklist.md.
+headers (§7) of ../shared/spark_kafka_test_checklist.md.
 
 Each test's docstring names the checklist line(s) it covers by their bracketed Spark test name.
 Pure JSON parsing is covered by test_offsets.py and not repeated here.

@@ -3,7 +3,7 @@ real local SparkSession over real partition directories written by the storage e
 unit tests of the source's admission control that drive ``KafkaLogStreamReader`` directly
 (real directories, an injected clock, no Spark).
 
-Each docstring names the line of /work/shared/spark_kafka_test_checklist.md it covers by its
+Each docstring names the line of ../shared/spark_kafka_test_checklist.md it covers by its
 bracketed Spark test name (or ``[code: ...]`` where the checklist has no test name).
 
 Queries write through ``foreachBatch`` into a ``Batches`` sink (rows by batch id; Spark's memory
