@@ -755,7 +755,7 @@ def test_record_columns_and_headers(spark, records):
     KafkaRelationSuite "default starting and ending offsets with headers"] headers keep their
     order and duplicate keys; [KafkaRelationSuite "default starting and ending offsets with
     headers"] a record with no headers reads headers=null, not an empty array; [KafkaSinkSuite
-    "batch - write to kafka"] (the reading half; the sink is not built yet) a null headers cell
+    "batch - write to kafka"] (the reading half; the sink's is tests/spark/test_sink.py) a null headers cell
     reads back as null; a header with a null value keeps it; the timestamp column is the
     record's millisecond timestamp."""
     df = batch_reader(spark, {"path": str(records), "subscribe": "rec",

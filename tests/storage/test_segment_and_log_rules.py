@@ -2,7 +2,7 @@
 leader-path part of LogValidatorTest pin down (kafka_test_checklist.md §3 and §4), against
 LogSegment and Log on real files.
 
-Not applicable here, or not yet built (§3/§4 lines):
+Not tested in this file (§3/§4 lines that do not apply to kafkalog, or are tested elsewhere):
 - [LogSegmentTest.testAppendFromFile]: appendFromFile exists to split segments whose offsets
   overflow 32 bits relative to their base; the split (Log._split_overflowed_segment) copies
   whole byte ranges in the kernel instead (LogSegment.copy_bytes_to). [UnifiedLogTest.testSplitOnOffsetOverflow/
@@ -22,10 +22,14 @@ Not applicable here, or not yet built (§3/§4 lines):
 - [LogSegmentsTest.testUpdateDir] [LocalLogTest.testLogDeleteSegmentsSuccess/
   testLogDeleteDirSuccessWhenEmptyAndFailureWhenNonEmpty/testLogDirRenameToNewDir/
   testLogDirRenameToExistingDir/testRemoveAndDeleteSegmentsSync/testRemoveAndDeleteSegmentsAsync/
-  testDeleteSegmentFilesAsync]: renameDir/updateParentDir, deleteAllSegments, deleteEmptyDir and
-  asynchronous segment deletion after file.delete.delay.ms are LogManager concerns (issue 4).
-- [UnifiedLogTest.testAppendToOrReadFromLogInFailedLogDir]: log directories going offline after
-  an I/O failure (LogDirFailureChannel) is a LogManager concern (issue 4).
+  testDeleteSegmentFilesAsync]: deleting and renaming log directories is the LogManager's
+  (tests/storage/test_manager.py, test_delete_log_renames_then_deletes_after_delay) and
+  asynchronous segment deletion after file.delete.delay.ms is retention's
+  (tests/storage/test_retention.py, test_async_delete_renames_now_and_removes_after_the_delay).
+- [UnifiedLogTest.testAppendToOrReadFromLogInFailedLogDir]: kafkalog has no LogDirFailureChannel
+  taking a directory offline; a partition that fails to load stays unloaded, its error in
+  ``LogManager.load_errors``, while the others load (test_manager.py,
+  test_no_marker_when_a_partition_failed_to_load), and an append's I/O error reaches its caller.
 - [UnifiedLogTest.testAppendAsLeaderWithRaftLeader]: no KRaft leader origin; the strict
   "base offset == LEO" check exists only for it. ``assign_offsets=False`` is Kafka's replication
   origin, which accepts gaps and refuses offsets below the LEO (test_append_validation_rules).
@@ -38,7 +42,7 @@ Not applicable here, or not yet built (§3/§4 lines):
   are refused (magic 2 only) and there is no message format downgrade, so nothing can clear the
   epoch cache that way.
 - [LogValidatorTest.testDifferentCodecCausesRecompression/
-  testDifferentLevelDoesNotCauseRecompression]: recompression to the topic's codec is not built;
+  testDifferentLevelDoesNotCauseRecompression]: kafkalog does not recompress to the topic's codec:
   append_raw keeps the producer's codec (compression.type only picks the codec Log.append
   encodes Arrow tables with). The v0 case of checkLogAppendTimeNonCompressed: v2 appends only.
 """
