@@ -80,7 +80,7 @@ def run(spark, workdir: Path) -> dict:
     print(f"3. streaming read: {streamed} records in {batches} micro-batches (maxOffsetsPerTrigger=400)")
 
     # 4. The engine alone, no Spark: three lines
-    from storage_core.log import Log
+    from storage_core import Log
     with Log.open(topics / "greetings-0", read_only=True) as log:
         table = log.read(log.log_start_offset, max_bytes=1 << 20)
     print(f"4. storage_core alone: Log.open(...).read(0) gave {table.num_rows} records of greetings-0 "

@@ -1,9 +1,10 @@
 """kafkalog over a copy of a real Kafka broker's log directory: no broker, no export step.
 
-By default this copies a data set written by a real Kafka broker (``test_topic_a``, 3
-partitions, 113 segments, from Pinterest's tiered-storage test fixtures in
-``/work/shared/fixtures``) into a temporary directory and reads it there. Point ``--path`` at
-your own copy of a broker's ``log.dirs`` entry (or a backup of one) to read that instead:
+By default this copies the broker-written sample that ships with the repository
+(``examples/data/broker-logs``: partition ``test_topic_a-1``, 36 segments, 10,019 records, from
+Pinterest's tiered-storage test fixtures; provenance and licence in ``examples/data/PROVENANCE.md``)
+into a temporary directory and reads it there. Point ``--path`` at your own copy of a broker's
+``log.dirs`` entry (or a backup of one) to read that instead:
 kafkalog only reads it, the files are never changed. Internal topics (``__consumer_offsets``,
 ``__cluster_metadata``) are left out unless named with ``--topic``.
 
@@ -30,8 +31,8 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)      # workers must see this venv
 
-FIXTURES = Path(os.environ.get("KAFKALOG_FIXTURES", "/work/shared/fixtures"))
-BROKER_SET = FIXTURES / "pinterest-tiered-storage/ts-consumer/src/test/resources/log-files"
+# a real broker's partition directory, shipped with the repository (examples/data/PROVENANCE.md)
+BROKER_SET = Path(__file__).resolve().parent / "data" / "broker-logs"
 
 
 def make_spark(app: str):
@@ -60,9 +61,9 @@ def when(ms: int | None) -> str:
 
 
 def copy_fixture(workdir: Path) -> Path:
-    """The broker data set, copied: the shared fixtures are never opened for writing."""
+    """The shipped broker sample, copied: the repository's files are never opened for writing."""
     if not BROKER_SET.is_dir():
-        raise SystemExit(f"no broker data set at {BROKER_SET}; pass --path with a copy of a broker's log dir")
+        raise SystemExit(f"no broker sample at {BROKER_SET}; pass --path with a copy of a broker's log dir")
     data = Path(workdir) / "broker-copy"
     data.mkdir(parents=True, exist_ok=True)
     for d in sorted(BROKER_SET.iterdir()):
@@ -167,9 +168,9 @@ def run(spark, workdir: Path, path: str | os.PathLike | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--path", help="a copy of a broker's log directory (default: a copy of a fixture data set)")
+    ap.add_argument("--path", help="a copy of a broker's log directory (default: a copy of examples/data/broker-logs)")
     ap.add_argument("--topic", action="append", help="topic to read (repeat; default: every non-internal topic)")
-    ap.add_argument("--workdir", type=Path, help="where to copy the fixture (default: a new temporary directory)")
+    ap.add_argument("--workdir", type=Path, help="where to copy the sample (default: a new temporary directory)")
     args = ap.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kafkalog-broker-copy-"))
     if args.path is None and (workdir / "broker-copy").exists():

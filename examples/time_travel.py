@@ -56,7 +56,7 @@ def run(spark, workdir: Path) -> dict:
     from pyspark.sql import functions as F
 
     import kafka_log_source
-    from storage_core.log import Log
+    from storage_core import Log
 
     kafka_log_source.register(spark)
     workdir = Path(workdir)

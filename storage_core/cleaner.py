@@ -149,10 +149,7 @@ def log_segments(log_: Log, from_offset: int, to_offset: int) -> list[LogSegment
 
 def _non_active_segments_from(log_: Log, from_offset: int) -> list[LogSegment]:
     """``LocalLog.nonActiveLogSegmentsFrom``."""
-    active = log_.segments[-1]
-    if from_offset > active.base_offset:
-        return []
-    return log_segments(log_, from_offset, active.base_offset)
+    return log_.non_active_segments_from(from_offset)
 
 
 def collect_aborted_transactions(log_: Log, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:

@@ -150,10 +150,7 @@ class PreCleanStats:
 def non_active_log_segments_from(log_: "Log", from_offset: int) -> list["LogSegment"]:
     """``LogSegments.nonActiveLogSegmentsFrom``: the inactive segments from the one holding
     ``from_offset``; none when ``from_offset`` lies past the active segment's base."""
-    active_base = log_.active_segment.base_offset
-    if from_offset > active_base:
-        return []
-    return log_.segments_in_range(from_offset, active_base)
+    return log_.non_active_segments_from(from_offset)
 
 
 def first_batch_timestamp(seg: "LogSegment") -> int:

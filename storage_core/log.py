@@ -696,6 +696,20 @@ class Log:
             hi = bisect.bisect_left(self._bases, to_offset)
             return self._segments[lo:max(lo, hi)]
 
+    def higher_segments(self, offset: int) -> list[LogSegment]:
+        """``LogSegments.higherSegments``: the segments whose base offset is strictly greater
+        than ``offset``, in offset order."""
+        with self._lock:
+            return self._segments[bisect.bisect_right(self._bases, offset):]
+
+    def non_active_segments_from(self, from_offset: int) -> list[LogSegment]:
+        """``LocalLog.nonActiveLogSegmentsFrom``: the segments before the active one, from the
+        one holding ``from_offset`` (or the first); none when ``from_offset`` is at or past the
+        active segment's base."""
+        with self._lock:
+            active_base = self._bases[-1]
+            return [] if from_offset >= active_base else self.segments_in_range(from_offset, active_base)
+
     @property
     def size(self) -> int:
         """Bytes of every segment's ``.log`` (``UnifiedLog.size``)."""

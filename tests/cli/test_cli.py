@@ -14,7 +14,7 @@ from storage_core.format import encode_batches
 from storage_core.format.control import (ControlRecordType, EndTransactionMarker,
                                          end_transaction_marker_batch)
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from fixture_paths import FIXTURES, needs_fixture
 
 
 def kafkalog(*args: str) -> subprocess.CompletedProcess:
@@ -80,7 +80,7 @@ def test_verify_exit_codes(segment: Path, tmp_path: Path) -> None:
     assert "CORRUPT" in bad.stdout and "position 0" in bad.stdout and "crc" in bad.stdout
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+@needs_fixture(FIXTURES / "kafka-go")
 def test_dump_of_a_real_legacy_fixture() -> None:
     """A magic-1 gzip wrapper written by a real broker: v0/v1 batch line and '}' record lines."""
     seg = FIXTURES / "kafka-go" / "derived" / "v1c-v1c.recordset.log"

@@ -65,13 +65,12 @@ from storage_core.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIn
 from storage_core.log import Log
 from storage_core.producer_snapshot import ProducerSnapshotEntry, write_snapshot
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-PINTEREST = FIXTURES / "pinterest-tiered-storage"
+from fixture_paths import PINTEREST, needs_fixture
+
 TIMEINDEX_TEST = PINTEREST / "ts-common/src/test/resources/log-files/timeindex_test"
 TS_CONSUMER = PINTEREST / "ts-consumer/src/test/resources/log-files/test_topic_a-0"
 UPLOADER = PINTEREST / "ts-segment-uploader/src/test/resources/log_segments/test_topic_a-0"
-needs_fixtures = pytest.mark.skipif(not PINTEREST.is_dir(),
-                                    reason=f"shared fixtures not found at {PINTEREST}")
+needs_fixtures = needs_fixture(PINTEREST)
 SEG = "00000000000000000000"
 NOW = 1_700_000_000_000
 

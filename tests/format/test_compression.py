@@ -14,7 +14,6 @@ import struct
 import time
 import tracemalloc
 import zlib
-from pathlib import Path
 
 import cramjam
 import lz4.block
@@ -32,6 +31,7 @@ from storage_core.errors import (
 )
 from storage_core.format import compression as comp
 from storage_core.format.compression import CompressionType, compress, decompress
+from fixture_paths import FIXTURES, require_fixture
 
 # kafka-python's protocol package uses deprecated importlib.resources calls on import.
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")
@@ -41,7 +41,7 @@ MAGICS = (0, 1, 2)
 COMBOS = [(c, m) for c in C for m in MAGICS if not (c is C.ZSTD and m < 2)]
 COMPRESSED_COMBOS = [(c, m) for c, m in COMBOS if c is not C.NONE]
 BIG = 1 << 30
-FIXTURES = Path("/work/shared/fixtures/kafka-rust/test-data")
+KAFKA_RUST_DATA = FIXTURES / "kafka-rust" / "test-data"
 
 XERIAL_HEADER = bytes.fromhex("82534E415050590000000001" "00000001")
 LZ4_HEADER_V1 = bytes.fromhex("04224D18604082")
@@ -282,8 +282,8 @@ def test_snappy_xerial_header_and_32k_chunks() -> None:
 def test_snappy_kafka_rust_chunked_fixture() -> None:
     """snappy-java's SnappyOutputStream with 4 KiB chunks (kafka-rust test data): decodes to the
     fetch1.txt it was made from."""
-    stream = (FIXTURES / "fetch1.snappy.chunked.4k").read_bytes()
-    expected = (FIXTURES / "fetch1.txt").read_bytes()
+    stream = (require_fixture(KAFKA_RUST_DATA) / "fetch1.snappy.chunked.4k").read_bytes()
+    expected = (KAFKA_RUST_DATA / "fetch1.txt").read_bytes()
     chunks = parse_xerial(stream)
     assert len(chunks) == -(-len(expected) // 4096) > 1
     assert decompress(C.SNAPPY, stream, max_size=len(expected)) == expected

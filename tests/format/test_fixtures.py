@@ -49,11 +49,9 @@ from storage_core.format import (SCHEMA, LogInputStream, batch_records, decode_b
 from storage_core.format.compression import CompressionType, decompress
 from storage_core.format.control import ControlRecordType
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from fixture_paths import FIXTURES, require_fixture
 
-if not (FIXTURES / "MANIFEST.json").is_file():
-    pytest.skip(f"fixture folder not found at {FIXTURES} (CI clones the repo with shared/ beside "
-                f"it); skipping the real-data fixture tests", allow_module_level=True)
+require_fixture(FIXTURES / "MANIFEST.json")         # the whole module reads the fixtures
 
 MANIFEST: list[dict] = json.loads((FIXTURES / "MANIFEST.json").read_text())
 BY_PATH = {e["path"]: e for e in MANIFEST}

@@ -16,14 +16,13 @@ A second mode recomputes the CRCs after mutating, so that the CRC-verified paths
 parsers too; there the columnar and scalar decoders must agree with each other.
 
 Bracketed names point at the apache/kafka test whose behaviour a test mirrors
-(/work/shared/kafka_test_checklist.md §1).
+(../shared/kafka_test_checklist.md §1).
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from pathlib import Path
 import tracemalloc
 import zlib
 
@@ -808,10 +807,10 @@ def test_fuzz_compiled_header_walk_matches_log_input_stream(case, verify, limit)
 
 def test_compiled_header_walk_matches_on_fixtures():
     """Every segment file of ../shared/fixtures walks the same both ways (real broker data)."""
-    root = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-    files = sorted(root.rglob("*.log"))
-    if not files:
-        pytest.skip(f"no fixtures at {root}")
+    from fixture_paths import FIXTURES, require_fixture
+
+    files = sorted(require_fixture(FIXTURES).rglob("*.log"))
+    assert files, f"no segment files under {FIXTURES}"
     for path in files:
         buf = path.read_bytes()
         for verify in (False, True):

@@ -11,7 +11,7 @@ Directions: batches built by them are decoded by our columnar ``decode_batches``
 bytes are fully determined by the inputs (uncompressed v2) ours must equal theirs byte for byte.
 
 Bracketed names point at the apache/kafka test whose behaviour a test mirrors
-(/work/shared/kafka_test_checklist.md §1).
+(../shared/kafka_test_checklist.md §1).
 
 kafka-python finds its snappy codec through ``python-snappy`` and its magic-0 LZ4 header
 checksum through ``xxhash``, neither of which is a dependency here: a module fixture plugs
@@ -289,7 +289,7 @@ CONTROL_5 = bytes.fromhex(
 
 
 def test_worked_example_2_4_is_byte_identical_everywhere():
-    """/work/shared/kafka_format.md §2.4: 73 bytes, batchLength 61, CRC 0xE641A44B; kafka-python's
+    """../shared/kafka_format.md §2.4: 73 bytes, batchLength 61, CRC 0xE641A44B; kafka-python's
     builder (leader epoch 0) writes exactly these bytes and so must ours
     [DefaultRecordBatchTest.testSizeInBytes, .buildDefaultRecordBatch]."""
     recs = [(None, b"hello", T0, ())]
@@ -325,7 +325,7 @@ def test_golden_v2_checksums_of_memory_records_test():
 
 
 def test_control_batch_example_5_is_byte_identical_and_readable_by_theirs():
-    """/work/shared/kafka_format.md §5: the 78-byte COMMIT marker (offset 5, pid 1000, epoch 0,
+    """../shared/kafka_format.md §5: the 78-byte COMMIT marker (offset 5, pid 1000, epoch 0,
     coordinatorEpoch 7) [MemoryRecordsTest.testBuildEndTxnMarker,
     DefaultRecordBatchTest.testReadAndWriteControlBatch]."""
     marker = EndTransactionMarker(ControlRecordType.COMMIT, 7)

@@ -23,9 +23,12 @@ Not applicable here
   testFilterToPreservesLogAppendTime / testFilterToEmptyBatchRetention / testEmptyBatchRetention /
   testEmptyBatchDeletion / testFilterToBatchDiscard / testFilterToAlreadyCompactedLog /
   testFilterToPreservesProducerInfo / testFilterToWithUndersizedBuffer /
-  testBaseTimestampToDeleteHorizonConversion]: no filterTo yet; it belongs to the cleaner
-  (compaction), which is not written. (The output shapes filterTo leaves - empty batches, offset
-  gaps, delete horizons - are tested here as inputs.)
+  testBaseTimestampToDeleteHorizonConversion]: filterTo is the log cleaner's (storage_core/cleaner.py,
+  columnar over runs of batches) and is tested with it in tests/storage/test_cleaner.py
+  (test_retaining_last_empty_batch, test_retains_producer_last_sequence,
+  test_commit_marker_retention_with_empty_batch, test_empty_batch_removal_with_sequence_reuse, ...).
+  The output shapes filterTo leaves (empty batches, offset gaps, delete horizons) are tested here
+  as inputs.
 - [MemoryRecordsTest.testFilterToPreservesProducerInfo, the "idempotent/transactional batch with
   magic < 2 fails" half]: the legacy builders take no producer fields at all, so the state cannot
   be expressed.

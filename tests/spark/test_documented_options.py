@@ -144,3 +144,23 @@ def test_flush_messages_through_the_sink_keeps_data(spark, tmp_path):
     write(df, tmp_path, topic="t", fsync="policy", **{"flush.messages": 1, "flush.ms": 1000})
     got = rows(spark, tmp_path)
     assert sorted(int(bytes(r.value)) for r in got) == list(range(100))
+
+
+def test_segment_index_bytes_rolls_when_an_index_is_full(spark, tmp_path):
+    """``segment.index.bytes`` on a Spark write: a segment whose offset or time index is full is
+    rolled by the next append (Kafka's ``LogSegment.shouldRoll``). With 64 bytes (8 offset
+    entries) and an index entry for every batch (``index.interval.bytes`` 1, one record per
+    batch), four tasks' staged runs of 25 batches each (one append each) and the commit marker
+    take a segment each, and no ``.index`` grows past the limit; with Kafka's default (10 MiB)
+    everything shares one segment. Every record reads back."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(100).select(F.col("id").cast("string").alias("value")).repartition(4)
+    per_batch = {"index.interval.bytes": 1, "batch.size": 1}
+    write(df, tmp_path / "small", topic="t", **per_batch, **{"segment.index.bytes": 64})
+    write(df, tmp_path / "default", topic="t", **per_batch)
+    assert len(list((tmp_path / "default" / "t-0").glob("*.log"))) == 1
+    part = tmp_path / "small" / "t-0"
+    assert len(list(part.glob("*.log"))) == 5, sorted(p.name for p in part.iterdir())
+    assert max(p.stat().st_size for p in part.glob("*.index")) == 64
+    assert sorted(int(bytes(r.value)) for r in rows(spark, tmp_path / "small")) == list(range(100))

@@ -11,7 +11,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -56,18 +55,20 @@ def test_exactly_once_etl(spark, tmp_path):
 
 
 def test_read_broker_copy_reads_a_copy_and_changes_nothing(spark, tmp_path):
+    """The sample shipped in examples/data (a real broker's partition directory, no ../shared
+    needed) is copied, read and left unchanged."""
     mod = example("read_broker_copy")
-    if not mod.BROKER_SET.is_dir():
-        pytest.skip(f"fixture data set missing: {mod.BROKER_SET}")
+    assert mod.BROKER_SET == EXAMPLES / "data" / "broker-logs"
     before = tree_digest(mod.BROKER_SET)
     r = mod.run(spark, tmp_path)
     assert Path(r["path"]).is_relative_to(tmp_path)             # read from the copy
     assert tree_digest(mod.BROKER_SET) == before
     assert tree_digest(Path(r["path"])) == before                 # and reading changed no byte of it
     assert r["topics"] == ["test_topic_a"] and r["verify_exit"] == 0
-    # the fixture's provenance: 31,263 records in 3 partitions, two headers on every record
-    assert r["records"] == 31263 and len(r["per_partition"]) == 3
-    assert r["per_partition"]["test_topic_a-0"] == r["partitions"]["test_topic_a-0"]["log_end"]
+    # examples/data/PROVENANCE.md: 10,019 records in one partition, two headers on every record
+    assert r["records"] == 10019 and r["per_partition"] == {"test_topic_a-1": 10019}
+    assert r["partitions"]["test_topic_a-1"]["log_end"] == 10019
+    assert r["partitions"]["test_topic_a-1"]["segments"] == 36
     assert r["header_keys"] == ["header1", "header2"] and r["key_hits"] >= 1
     assert 0 < r["time_travel"] == r["time_travel_scan"] < r["records"]
 
@@ -75,12 +76,10 @@ def test_read_broker_copy_reads_a_copy_and_changes_nothing(spark, tmp_path):
 def test_read_broker_copy_with_path_reads_in_place(spark, tmp_path):
     """``--path``: the user's own copy is read where it is; internal topics are left out."""
     mod = example("read_broker_copy")
-    if not mod.BROKER_SET.is_dir():
-        pytest.skip(f"fixture data set missing: {mod.BROKER_SET}")
     own = tmp_path / "kafka-logs"
     own.mkdir()
     shutil.copytree(mod.BROKER_SET / "test_topic_a-1", own / "test_topic_a-1")
-    shutil.copytree(mod.BROKER_SET / "test_topic_a-2", own / "__consumer_offsets-7")
+    shutil.copytree(mod.BROKER_SET / "test_topic_a-1", own / "__consumer_offsets-7")
     before = tree_digest(own)
     r = mod.run(spark, tmp_path / "unused", path=own)
     assert r["path"] == str(own) and r["topics"] == ["test_topic_a"]

@@ -3,7 +3,7 @@ and the splitting of offset ranges into input partitions, with the exact values 
 JsonUtilsSuite, KafkaOffsetRangeLimitSuite, KafkaSourceOffsetSuite,
 KafkaOffsetRangeCalculatorSuite, KafkaOffsetReaderSuite and KafkaMicroBatchSourceSuite.
 
-Each docstring names the line of /work/shared/spark_kafka_test_checklist.md it covers."""
+Each docstring names the line of ../shared/spark_kafka_test_checklist.md it covers."""
 
 from __future__ import annotations
 

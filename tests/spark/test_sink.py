@@ -4,7 +4,7 @@ records are read back through the ``kafkalog`` source (``read_committed``, heade
 decoded by two independent Kafka client codecs (kafka-python's ``MemoryRecords``, aiokafka's C
 and pure-Python ``MemoryRecords``) and checked by the storage engine's ``verify`` command.
 
-Each docstring names the line of /work/shared/spark_kafka_test_checklist.md §8 it covers by its
+Each docstring names the line of ../shared/spark_kafka_test_checklist.md §8 it covers by its
 bracketed Spark test name (``[code: ...]`` where the checklist gives none), or the issue's
 acceptance criterion / sink option it covers.
 

@@ -183,9 +183,10 @@ def test_a_staged_file_changed_after_its_task_is_refused_before_anything_is_appe
         with pytest.raises(KafkaLogError, match=r"t-0\.batches"):
             SinkCoordinator(opts).commit([run], 0, producer)
         with Log.open(tmp_path / "out" / "t-0") as log_:
-            assert log_.log_end_offset == 0 or all(
-                t.producer_id != 99 for t in log_.producer_state.ongoing_txns.values())
-            assert log_.last_stable_offset == log_.log_end_offset
+            # nothing appended: no record, no marker, no producer state for the refused producer
+            assert (log_.log_end_offset, log_.size) == (0, 0), damage
+            assert 99 not in log_.producer_state.active_producers, damage
+            assert log_.last_stable_offset == 0
 
 
 def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """Batch reads through Spark (``spark.read.format("kafkalog")``) over partition directories
-written by the storage engine, and over the broker-written directories of /work/shared/fixtures.
+written by the storage engine, and over the broker-written directories of ../shared/fixtures.
 
-Covers /work/shared/spark_kafka_test_checklist.md: §9 (batch relation reads), the batch lines of
+Covers ../shared/spark_kafka_test_checklist.md: §9 (batch relation reads), the batch lines of
 §3 (specific offsets, start-offset partition mismatch, minPartitions planning), §4 (timestamps),
 §6 (read_committed / read_uncommitted), the issue's acceptance (every fixture record exactly once,
 with the right columns) and filter pushdown. Every test names its checklist line by the bracketed
@@ -30,7 +30,8 @@ from storage_core.config import LogConfig
 from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.log import Log
 
-FIXTURES = Path("/work/shared/fixtures")
+from fixture_paths import FIXTURES, require_fixture
+
 KAFKALITE = FIXTURES / "kafkalite" / "tests" / "test-data" / "fs-data"
 KAFKALITE_GOLDEN = FIXTURES / "kafkalite" / "tests" / "test-data" / "golden"
 PINTEREST = (FIXTURES / "pinterest-tiered-storage" / "ts-consumer" / "src" / "test" / "resources"
@@ -827,8 +828,11 @@ def golden(name: str) -> list[tuple[int, bytes]]:
 
 @pytest.fixture(scope="module")
 def fixture_copy(tmp_path_factory) -> Path:
-    """A byte-for-byte copy of the two fixture data directories (/work/shared stays untouched
-    whatever the reader does)."""
+    """A byte-for-byte copy of the two fixture data directories (../shared stays untouched
+    whatever the reader does); every test that uses it skips where they are absent."""
+    require_fixture(KAFKALITE)
+    require_fixture(PINTEREST)
+    require_fixture(KAFKALITE_GOLDEN)
     root = tmp_path_factory.mktemp("fixtures")
     shutil.copytree(KAFKALITE, root / "kafkalite")
     shutil.copytree(PINTEREST, root / "pinterest")

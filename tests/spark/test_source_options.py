@@ -1,6 +1,6 @@
 """The ``kafkalog`` source through a real SparkSession: option validation (checklist §1), offset
 JSON formats as they travel through real queries and checkpoints (§2) and the record schema and
-headers (§7) of /work/shared/spark_kafka_test_checklist.md.
+headers (§7) of ../shared/spark_kafka_test_checklist.md.
 
 Each test's docstring names the checklist line(s) it covers by their bracketed Spark test name.
 Pure JSON parsing is covered by test_offsets.py and not repeated here.
@@ -755,7 +755,7 @@ def test_record_columns_and_headers(spark, records):
     KafkaRelationSuite "default starting and ending offsets with headers"] headers keep their
     order and duplicate keys; [KafkaRelationSuite "default starting and ending offsets with
     headers"] a record with no headers reads headers=null, not an empty array; [KafkaSinkSuite
-    "batch - write to kafka"] (the reading half; the sink is not built yet) a null headers cell
+    "batch - write to kafka"] (the reading half; the sink's is tests/spark/test_sink.py) a null headers cell
     reads back as null; a header with a null value keeps it; the timestamp column is the
     record's millisecond timestamp."""
     df = batch_reader(spark, {"path": str(records), "subscribe": "rec",

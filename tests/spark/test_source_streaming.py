@@ -3,7 +3,7 @@ real local SparkSession over real partition directories written by the storage e
 unit tests of the source's admission control that drive ``KafkaLogStreamReader`` directly
 (real directories, an injected clock, no Spark).
 
-Each docstring names the line of /work/shared/spark_kafka_test_checklist.md it covers by its
+Each docstring names the line of ../shared/spark_kafka_test_checklist.md it covers by its
 bracketed Spark test name (or ``[code: ...]`` where the checklist has no test name).
 
 Queries write through ``foreachBatch`` into a ``Batches`` sink (rows by batch id; Spark's memory
@@ -368,6 +368,25 @@ def test_topic_level_starting_offsets(tmp_path):
     assert read_range(r, e0, e) == [rec("t2", 0, 1, "12")] + recs("t3", 0, ["31", "32"])
 
 
+def test_topic_level_starting_offsets_across_a_restart(spark, tmp_path):
+    """(newer) [KafkaMicroBatchSourceSuite "subscribing topics from topic-level offsets"], the
+    query and its recovery: {"t1":"earliest","t2":"latest"} reads all of t1 and none of t2's
+    existing records ("11"); restarted on the checkpoint (startingOffsets applies only to a new
+    query), it reads exactly what was added while it was stopped, t2's "12" included, and
+    re-reads nothing."""
+    root, chk = tmp_path / "data", tmp_path / "chk"
+    append(root, "t1-0", ["1", "2"])
+    append(root, "t2-0", ["11"])
+    topic_level = '{"t1":"earliest","t2":"latest"}'
+    first = run(spark, root, chk, subscribe="t1,t2", startingOffsets=topic_level)
+    assert first == {0: recs("t1", 0, ["1", "2"])}
+    assert offset_log(chk)[0] == {"t1": {"0": 2}, "t2": {"0": 1}}
+    append(root, "t1-0", ["3"])
+    append(root, "t2-0", ["12"])
+    second = run(spark, root, chk, subscribe="t1,t2", startingOffsets=topic_level)
+    assert second == {1: [rec("t1", 0, 2, "3"), rec("t2", 0, 1, "12")]}
+
+
 def test_replayed_first_batch_uses_the_same_start(spark, tmp_path):
     """[code: KafkaMicroBatchStream.getOrCreateInitialPartitionOffsets]: a crash after batch 0
     was planned (offsets/0 written) but before it committed: the retried batch 0 uses the same
@@ -418,6 +437,24 @@ def test_starting_timestamp_applies_to_every_partition(spark, tmp_path):
     got = run(spark, root, tmp_path / "chk", subscribe="t", startingTimestamp=TS2)
     assert got == {0: recs("t", 0, ["b", "c"], first=1) + [rec("t", 1, 1, "e"),
                                                           rec("t", 2, 0, "f")]}
+
+
+def test_starting_timestamp_across_a_restart_and_a_new_partition(spark, tmp_path):
+    """[KafkaMicroBatchSourceSuite "subscribing topic by name from global timestamp per topic
+    (failOnDataLoss: ...)"], the restart half: after a first run from startingTimestamp=ts2, the
+    restarted query reads what was added while it was stopped whatever its timestamp (ts1 is
+    before ts2), and a partition added meanwhile from its earliest offset (all its records are
+    before ts2: the global timestamp binds only the partitions of the first start), re-reading
+    nothing."""
+    root, chk = tmp_path / "data", tmp_path / "chk"
+    append(root, "t-0", ["a", "b", "c"], timestamps=[TS1, TS2, TS3])
+    append(root, "t-1", ["d", "e"], timestamps=[TS1, TS3])
+    first = run(spark, root, chk, subscribe="t", startingTimestamp=TS2)
+    assert first == {0: recs("t", 0, ["b", "c"], first=1) + [rec("t", 1, 1, "e")]}
+    append(root, "t-1", ["f"], timestamps=[TS1])
+    append(root, "t-2", ["g", "h"], timestamps=[TS1, TS1])
+    second = run(spark, root, chk, subscribe="t", startingTimestamp=TS2)
+    assert second == {1: [rec("t", 1, 2, "f")] + recs("t", 2, ["g", "h"])}
 
 
 def test_unmatched_start_timestamp_fails_by_default(spark, tmp_path):

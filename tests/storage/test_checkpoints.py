@@ -35,12 +35,9 @@ from storage_core.checkpoints import (
 from storage_core.errors import InvalidTopicError, KafkaLogError
 from storage_core.format import iter_batches
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-PINTEREST = FIXTURES / "pinterest-tiered-storage"
-needs_fixtures = pytest.mark.skipif(
-    not PINTEREST.is_dir(),
-    reason=f"real broker fixtures not found at {PINTEREST} (CI clones the repo with shared/ "
-           f"beside it)")
+from fixture_paths import PINTEREST, needs_fixture
+
+needs_fixtures = needs_fixture(PINTEREST)
 
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 

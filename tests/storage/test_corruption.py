@@ -47,7 +47,7 @@ from storage_core.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIn
 from storage_core.log import Log
 from storage_core.producer_snapshot import ProducerSnapshotEntry, read_snapshot, write_snapshot
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from fixture_paths import FIXTURES, require_fixture
 BROKER_DIR = (FIXTURES / "pinterest-tiered-storage" / "ts-common" / "src" / "test" / "resources"
               / "log-files" / "timeindex_test")
 
@@ -164,8 +164,7 @@ def kafkalog_dir(tmp_path_factory: pytest.TempPathFactory) -> Original:
 
 @pytest.fixture(scope="module")
 def broker_dir(tmp_path_factory: pytest.TempPathFactory) -> Original:
-    if not BROKER_DIR.is_dir():
-        pytest.skip(f"broker fixture not found at {BROKER_DIR}")
+    require_fixture(BROKER_DIR)
     root = tmp_path_factory.mktemp("broker") / "data"
     root.mkdir()
     shutil.copytree(BROKER_DIR, root / "topic-0")

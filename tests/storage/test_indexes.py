@@ -51,8 +51,8 @@ from storage_core.index import (AbortedTxn, IndexFullError, LazyIndex, OffsetInd
                                 OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex)
 from storage_core.index.abstract_index import _searchsorted
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-PINTEREST = FIXTURES / "pinterest-tiered-storage"
+from fixture_paths import FIXTURES, PINTEREST, require_fixture
+
 BASE = 45   # OffsetIndexTest.BASE_OFFSET / TimeIndexTest.baseOffset
 MAX_ENTRIES = 30
 
@@ -1171,9 +1171,7 @@ def _manifest() -> dict[str, dict]:
 
 
 def _require_fixtures() -> None:
-    if not PINTEREST.is_dir():
-        pytest.skip(f"broker fixtures not found at {PINTEREST} (shared/fixtures is not checked "
-                    f"out next to this repository)")
+    require_fixture(PINTEREST)
 
 
 def test_broker_offset_indexes() -> None:

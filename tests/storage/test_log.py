@@ -19,9 +19,9 @@ from storage_core.errors import (InvalidConfigError, InvalidOffsetError, Invalid
 from storage_core.format import decode_batches, encode_batches
 from storage_core.log import Log
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-PINTEREST = FIXTURES / "pinterest-tiered-storage"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+from fixture_paths import PINTEREST, needs_fixture, require_fixture
+
+needs_fixtures = needs_fixture(PINTEREST)
 
 
 def table(n: int, start: int = 0, ts0: int = 1_700_000_000_000, value_size: int = 20) -> pa.Table:
@@ -270,8 +270,7 @@ def copy_partition(src: Path, dest: Path, *, drop_indexes: bool = False) -> Path
 def test_rebuilt_indexes_match_the_brokers(src: str, tmp_path: Path) -> None:
     """With their index files deleted, the indexes kafkalog rebuilds equal the broker's."""
     source = PINTEREST / src
-    if not source.is_dir():
-        pytest.skip(f"fixture {source} missing")
+    require_fixture(source)
     part = copy_partition(source, tmp_path / "topic-0", drop_indexes=True)
     with Log.open(part) as log:
         n = log.log_end_offset

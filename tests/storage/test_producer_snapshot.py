@@ -37,12 +37,9 @@ from storage_core.producer_snapshot import (
     ENTRY_SIZE, HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION, ProducerSnapshotEntry, decode_snapshot,
     encode_snapshot, list_snapshots, read_snapshot, snapshot_path, write_snapshot)
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-PINTEREST = FIXTURES / "pinterest-tiered-storage"
-needs_fixtures = pytest.mark.skipif(
-    not PINTEREST.is_dir(),
-    reason=f"real broker fixtures not found at {PINTEREST} (CI clones the repo with shared/ "
-           f"beside it)")
+from fixture_paths import PINTEREST, needs_fixture
+
+needs_fixtures = needs_fixture(PINTEREST)
 
 INT32_MAX = 2**31 - 1
 

@@ -20,7 +20,6 @@ producer-state half of several is tested here under the test named in brackets):
 * UnifiedLogTest.testProducerIdMapTruncateFullyAndStartAt - one segment, no snapshots, end offset 29 [test_truncate_fully_and_start_at]
 * UnifiedLogTest.testTakeSnapshotOnRollAndDeleteSnapshotOnRecoveryPointCheckpoint / testProducerSnapshotAfterSegmentRollOnAppend - snapshot at each new segment base, old ones kept across flushes
 * UnifiedLogTest.testRebuildTransactionalState - a real unclean reopen [test_rebuild_transactional_state]
-* UnifiedLogTest.testPeriodicProducerIdExpiration - the Log's periodic expiration task
 * UnifiedLogTest.testDuplicateAppends - Log.append answering with the original offsets [test_duplicate_appends]
 * UnifiedLogTest.testMultipleProducerIdsPerMemoryRecord - a follower append keeps every batch's baseOffset and baseSequence
 * UnifiedLogTest.testTransactionIndexUpdated - entries in each segment's .txnindex, positions in multi-segment logs [test_transaction_index_updated]
@@ -28,7 +27,10 @@ producer-state half of several is tested here under the test named in brackets):
 * UnifiedLogTest.testLastStableOffsetDoesNotExceedLogStartOffsetAfterSegmentDeletion - with real segment deletion [test_lso_bounded_by_log_start_offset]
 * UnifiedLogTest.testAppendToTransactionIndexFailure - the log going offline, the unclean reopen [test_append_to_transaction_index_failure]
 * UnifiedLogTest.testAbortedTransactionSpanningMultipleSegments - read_committed fetch of aborted txns across segments
-* UnifiedLogTest.testRecoveryPointNotIncrementedOnProducerStateSnapshotFlushFailure - roll/flush ordering
+
+Two UnifiedLog lines run through a real Log here, at the end of the file:
+UnifiedLogTest.testPeriodicProducerIdExpiration (the LogManager's scheduled expiration task) and
+UnifiedLogTest.testRecoveryPointNotIncrementedOnProducerStateSnapshotFlushFailure.
 """
 
 from __future__ import annotations
@@ -1534,3 +1536,67 @@ def test_model_interleaved_transactions(tmp_path, steps):
             assert sorted(other.snapshot_entries(), key=lambda e: e.producer_id) == \
                 sorted(p.psm.snapshot_entries(), key=lambda e: e.producer_id)
             assert other.map_end_offset == p.leo
+
+
+# ============================================================================== through the Log
+
+def test_periodic_producer_id_expiration(tmp_path):
+    """UnifiedLogTest.testPeriodicProducerIdExpiration: the LogManager's scheduled
+    ``PeriodicProducerExpirationCheck`` (every 100 ms here) forgets a producer once it has been
+    idle for ``producer.id.expiration.ms`` (200 ms), and not before. Driven by an injected clock
+    and ``run_due_tasks``, no sleeping."""
+    from storage_core import LogConfig, LogManager, LogManagerConfig
+    from storage_core.config import CleanerConfig
+    from storage_core.manager import PRODUCER_EXPIRATION_TASK
+
+    now = [NOW]
+    with LogManager.open([tmp_path], clock=lambda: now[0],
+                         config=LogManagerConfig(producer_id_expiration_check_interval_ms=100),
+                         default_config=LogConfig(producer_id_expiration_ms=200),
+                         cleaner_config=CleanerConfig(enable_cleaner=False)) as mgr:
+        log = mgr.get_or_create_log(("t", 0))
+        log.append_raw(build_batch([RecordInput(b"foo", timestamp=now[0])], producer_id=23,
+                                   producer_epoch=0, base_sequence=0))
+        assert set(log.producer_state.active_producers) == {23}
+        now[0] += 100
+        assert PRODUCER_EXPIRATION_TASK in mgr.run_due_tasks(now[0])
+        assert set(log.producer_state.active_producers) == {23}        # idle 100 ms < 200 ms
+        now[0] += 100
+        assert PRODUCER_EXPIRATION_TASK in mgr.run_due_tasks(now[0])
+        assert set(log.producer_state.active_producers) == set()       # idle 200 ms: expired
+        # a new append from the forgotten producer starts afresh at any sequence
+        log.append_raw(build_batch([RecordInput(b"bar", timestamp=now[0])], producer_id=23,
+                                   producer_epoch=0, base_sequence=7))
+        assert log.producer_state.active_producers[23].last_seq == 7
+
+
+def test_recovery_point_not_incremented_on_producer_state_snapshot_flush_failure(tmp_path, monkeypatch):
+    """UnifiedLogTest.testRecoveryPointNotIncrementedOnProducerStateSnapshotFlushFailure. Fault
+    injection: ``os.fsync`` fails with EIO for the producer snapshot files (other fsyncs go
+    through), as a failing disk would. The roll that takes the snapshot raises and the recovery
+    point stays 0; once the disk behaves, a flush fsyncs the snapshot it could not and moves the
+    recovery point, which a reopen reads back."""
+    import errno
+
+    from storage_core import Log
+
+    real_fsync, failed = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".snapshot"):
+            failed.append(fd)
+            raise OSError(errno.EIO, "injected: snapshot fsync failed")
+        real_fsync(fd)
+
+    part = tmp_path / "t-0"
+    with Log.open(part) as log:
+        log.append_raw(build_batch([RecordInput(b"a")], producer_id=PID, producer_epoch=0, base_sequence=0))
+        monkeypatch.setattr(os, "fsync", fsync)
+        with pytest.raises(OSError, match="injected"):
+            log.roll(1)
+        assert failed and log.recovery_point == 0
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        log.flush()
+        assert log.recovery_point == 1
+    with Log.open(part) as log:
+        assert log.recovery_point == 1 and log.log_end_offset == 1

@@ -2,7 +2,7 @@
 leader-path part of LogValidatorTest pin down (kafka_test_checklist.md §3 and §4), against
 LogSegment and Log on real files.
 
-Not applicable here, or not yet built (§3/§4 lines):
+Not tested in this file (§3/§4 lines that do not apply to kafkalog, or are tested elsewhere):
 - [LogSegmentTest.testAppendFromFile]: appendFromFile exists to split segments whose offsets
   overflow 32 bits relative to their base; the split (Log._split_overflowed_segment) copies
   whole byte ranges in the kernel instead (LogSegment.copy_bytes_to). [UnifiedLogTest.testSplitOnOffsetOverflow/
@@ -10,22 +10,26 @@ Not applicable here, or not yet built (§3/§4 lines):
   tested through recovery in tests/storage/test_log_loader.py (the split runs only there); a
   v2 append that cannot be stored relative to the active segment's base rolls (or is refused
   by the segment).
-- [LogSegmentsTest.testBasicOperations/testHigherSegments/testSizeForLargeLogs]
-  [LocalLogTest.testNonActiveSegmentsFrom] [UnifiedLogTest.testLogSegmentsCallCorrect], and the
-  values(from, to) / nonActiveLogSegmentsFrom / lowerSegment / higherSegment parts of
-  [LogSegmentsTest.testSegmentAccess/testClosestMatchOperations]: kafkalog has no LogSegments
-  sorted-map class; Log keeps a private sorted list (``Log.segments`` is a copy of it) with no
-  put/replace, remove, range, lower/higher or non-active-segments API (retention and the
-  cleaner, which use them in Kafka, are not built), and no total-size accessor (Python ints do
-  not overflow anyway). What Log does expose — base-offset order, the active segment being the
-  highest, reads served from the floor segment — is test_segment_collection_order_and_floor_reads.
+- [LogSegmentsTest.testBasicOperations/testSizeForLargeLogs] [UnifiedLogTest.testLogSegmentsCallCorrect]
+  and the lowerSegment part of [LogSegmentsTest.testClosestMatchOperations]: kafkalog has no
+  LogSegments sorted-map class; Log keeps a private sorted list (``Log.segments`` is a copy of it)
+  with no put/remove or lowerSegment API of its own (segments come and go through roll, retention,
+  truncation and the cleaner's replace_segments, each tested where it is written), and no
+  total-size accessor (Python ints do not overflow anyway). What it does expose: base-offset
+  order, the active segment the highest, floor reads (test_segment_collection_order_and_floor_reads),
+  ``segments_in_range`` (LogSegments.values(from, to)), ``higher_segments`` (test_higher_segments)
+  and ``non_active_segments_from`` (test_non_active_segments_from).
 - [LogSegmentsTest.testUpdateDir] [LocalLogTest.testLogDeleteSegmentsSuccess/
   testLogDeleteDirSuccessWhenEmptyAndFailureWhenNonEmpty/testLogDirRenameToNewDir/
   testLogDirRenameToExistingDir/testRemoveAndDeleteSegmentsSync/testRemoveAndDeleteSegmentsAsync/
-  testDeleteSegmentFilesAsync]: renameDir/updateParentDir, deleteAllSegments, deleteEmptyDir and
-  asynchronous segment deletion after file.delete.delay.ms are LogManager concerns (issue 4).
-- [UnifiedLogTest.testAppendToOrReadFromLogInFailedLogDir]: log directories going offline after
-  an I/O failure (LogDirFailureChannel) is a LogManager concern (issue 4).
+  testDeleteSegmentFilesAsync]: deleting and renaming log directories is the LogManager's
+  (tests/storage/test_manager.py, test_delete_log_renames_then_deletes_after_delay) and
+  asynchronous segment deletion after file.delete.delay.ms is retention's
+  (tests/storage/test_retention.py, test_async_delete_renames_now_and_removes_after_the_delay).
+- [UnifiedLogTest.testAppendToOrReadFromLogInFailedLogDir]: kafkalog has no LogDirFailureChannel
+  taking a directory offline; a partition that fails to load stays unloaded, its error in
+  ``LogManager.load_errors``, while the others load (test_manager.py,
+  test_no_marker_when_a_partition_failed_to_load), and an append's I/O error reaches its caller.
 - [UnifiedLogTest.testAppendAsLeaderWithRaftLeader]: no KRaft leader origin; the strict
   "base offset == LEO" check exists only for it. ``assign_offsets=False`` is Kafka's replication
   origin, which accepts gaps and refuses offsets below the LEO (test_append_validation_rules).
@@ -38,7 +42,7 @@ Not applicable here, or not yet built (§3/§4 lines):
   are refused (magic 2 only) and there is no message format downgrade, so nothing can clear the
   epoch cache that way.
 - [LogValidatorTest.testDifferentCodecCausesRecompression/
-  testDifferentLevelDoesNotCauseRecompression]: recompression to the topic's codec is not built;
+  testDifferentLevelDoesNotCauseRecompression]: kafkalog does not recompress to the topic's codec:
   append_raw keeps the producer's codec (compression.type only picks the codec Log.append
   encodes Arrow tables with). The v0 case of checkLogAppendTimeNonCompressed: v2 appends only.
 """
@@ -570,6 +574,54 @@ def test_segment_collection_order_and_floor_reads(tmp_path: Path) -> None:
         for offset, floor in ((1, 1), (2, 1), (3, 3), (4, 3), (6, 5), (8, 7)):
             first = headers_of(log.read_raw(offset, max_bytes=1))[0]
             assert first.base_offset == floor, offset
+
+
+def log_with_bases(part_dir: Path, bases: tuple[int, ...]) -> Log:
+    """A log whose segments start at ``bases`` (one record each, the last segment active)."""
+    part_dir.mkdir(parents=True, exist_ok=True)
+    log = Log.open(start_at(part_dir, bases[0]))
+    for base in bases:
+        if base > bases[0]:
+            log.roll(base)
+        log.append_raw(batch(base, 1), assign_offsets=False)
+    assert [s.base_offset for s in log.segments] == list(bases)
+    return log
+
+
+def test_higher_segments(tmp_path: Path) -> None:
+    """[LogSegmentsTest.testHigherSegments] and the higherSegment part of
+    [LogSegmentsTest.testClosestMatchOperations]: ``Log.higher_segments(x)`` is the segments whose
+    base is strictly greater than x, in order (bases 1, 3, 5, 7, 9)."""
+    with log_with_bases(tmp_path, (1, 3, 5, 7, 9)) as log:
+        def higher(x: int) -> list[int]:
+            return [s.base_offset for s in log.higher_segments(x)]
+
+        assert higher(0) == [1, 3, 5, 7, 9]
+        assert higher(1) == higher(2) == [3, 5, 7, 9]
+        assert higher(4) == [5, 7, 9] and higher(5) == [7, 9]
+        assert higher(8) == [9]
+        assert higher(9) == higher(100) == []
+        assert log.higher_segments(0)[0] is log.segments[0]          # the log's segments, not copies
+
+
+def test_non_active_segments_from(tmp_path: Path) -> None:
+    """[LocalLogTest.testNonActiveSegmentsFrom] (bases 0..4 with 5 active: from 0 -> 0..4, from
+    2 -> 2..4, from 5 or 6 -> none) and the nonActiveLogSegmentsFrom part of
+    [LogSegmentsTest.testSegmentAccess] (bases 1..4 with 4 active: from 2 -> [2, 3], from 4 -> none);
+    an offset inside a segment starts the list at that segment, one below the first at the first."""
+    with log_with_bases(tmp_path / "a", (0, 1, 2, 3, 4, 5)) as log:
+        def non_active(x: int) -> list[int]:
+            return [s.base_offset for s in log.non_active_segments_from(x)]
+
+        assert non_active(0) == [0, 1, 2, 3, 4]
+        assert non_active(2) == [2, 3, 4]
+        assert non_active(5) == non_active(6) == []
+    with log_with_bases(tmp_path / "b", (1, 2, 3, 4)) as log:
+        assert [s.base_offset for s in log.non_active_segments_from(2)] == [2, 3]
+        assert log.non_active_segments_from(4) == []
+    with log_with_bases(tmp_path / "c", (10, 20, 30)) as log:
+        assert [s.base_offset for s in log.non_active_segments_from(15)] == [10, 20]
+        assert [s.base_offset for s in log.non_active_segments_from(0)] == [10, 20]
 
 
 def test_segment_files_are_named_by_20_digit_base_offset(tmp_path: Path) -> None:
