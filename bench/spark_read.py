@@ -12,7 +12,16 @@ one script and one SparkSession; and the driver's work per streaming trigger.
   each): the first trigger (opens every log) and steady triggers (idle, and with appends in
   between). Goal < 200 ms per trigger, flat as segments accumulate.
 
+CPU: for each side's best round, how busy the machine's CPUs were (``/proc/stat``) and the CPU
+time of this process and its descendants (the JVM, the Python workers) over the wall time. With
+``--profile``, one partition is also read in this process (``read_partition``, the executor's
+path) with each 4 MiB fetch's positioned read and decode timed.
+
+Checks: every timed query's count and sum of value lengths (the records written, 100 bytes
+each) on both sides.
+
     .venv/bin/python bench/spark_read.py [--gib 2] [--partitions 4] [--repeat 3] [--dir /tmp/kafkalog-spark-bench]
+                                         [--only read|trigger] [--profile]
 """
 
 from __future__ import annotations
@@ -28,8 +37,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Spark's Python workers import this checkout's packages too, not an installed copy
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 from storage_core.config import LogConfig                     # noqa: E402
 from storage_core.format import encode_batches                # noqa: E402
@@ -60,6 +72,37 @@ def write_topic(root: Path, gib: float, partitions: int) -> int:
     total = per_partition * partitions * RUN_RECORDS
     marker.write_text(str(total))
     return total
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]                   # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and all its descendants alive now."""
+    parent, ticks = {}, {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        parent[int(d.name)] = int(rest[1])
+        ticks[int(d.name)] = int(rest[11]) + int(rest[12])
+    mine, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        for child, ppid in parent.items():
+            if ppid == pid and child not in mine:
+                mine.add(child)
+                frontier.append(child)
+    return sum(ticks.get(p, 0) for p in mine) / os.sysconf("SC_CLK_TCK")
 
 
 def ceiling_source(partitions: int, rows_per_partition: int, batch_rows: int):
@@ -123,20 +166,73 @@ def bench_read(args) -> None:
     for df in sides.values():                      # warm the Python workers once
         df().limit(1).collect()
     times = {k: [] for k in sides}
+    cpu = {k: [] for k in sides}
     for _ in range(args.repeat):
         for name, df in sides.items():
             df().createOrReplaceTempView("src")
+            busy0, all0 = cpu_ticks()
+            tree0 = tree_cpu_seconds()
             t = time.perf_counter()
             row = spark.sql(query).collect()[0]
-            times[name].append(time.perf_counter() - t)
-            assert row.n == total, (name, row.n, total)
+            took = time.perf_counter() - t
+            busy1, all1 = cpu_ticks()
+            tree = tree_cpu_seconds() - tree0
+            times[name].append(took)
+            cpu[name].append((100 * (busy1 - busy0) / max(1, all1 - all0), 100 * tree / took / os.cpu_count()))
+            assert row.n == total, f"{name}: count(*) {row.n}, {total} records written"
+            assert row.bytes == total * VALUE, f"{name}: sum(length(value)) {row.bytes}, {total * VALUE} written"
     print(f"read: {total:,} records ({size / (1 << 30):.2f} GiB of segments, {VALUE}-byte values, "
           f"{args.partitions} partitions); {query}; best of {args.repeat}")
     best = {k: min(v) for k, v in times.items()}
     for name in sides:
-        print(f"  {name:10s} {total / best[name]:>12,.0f} rows/s  ({best[name]:.2f} s)")
+        i = times[name].index(best[name])
+        machine, tree = cpu[name][i]
+        print(f"  {name:10s} {total / best[name]:>12,.0f} rows/s  ({best[name]:.2f} s; CPUs {machine:.0f} % busy, "
+              f"this query's processes {tree:.0f} % of {os.cpu_count()} CPUs)")
     print(f"  ratio kafkalog / ceiling: {best['ceiling'] / best['kafkalog']:.2f}   (goal >= 0.70)")
     spark.stop()
+
+
+def profile_fetches(args) -> None:
+    """One partition read in this process through the executor's path (``read_partition``),
+    each 4 MiB fetch's positioned read and decode timed; best of 3 passes (warm)."""
+    import kafka_log_source.reader as reader
+    from storage_core.segment import LogSegment
+
+    root = Path(args.dir) / "read"
+    write_topic(root, args.gib, args.partitions)
+    spent = {"read": [], "decode": []}
+    originals = (reader.decode_run, LogSegment.read_bytes)
+
+    def timed(key, fn):
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[key].append(time.perf_counter() - t)
+        return wrapper
+
+    reader.decode_run = timed("decode", originals[0])
+    LogSegment.read_bytes = timed("read", originals[1])
+    try:
+        passes = []
+        for _ in range(3):
+            for v in spent.values():
+                v.clear()
+            p = reader.KafkaLogInputPartition("bench", 0, str(root / "bench-0"), start=-2, end=-1, segments=())
+            t = time.perf_counter()
+            rows = sum(b.num_rows for b in reader.read_partition(p))
+            passes.append((time.perf_counter() - t, sum(spent["read"]), sum(spent["decode"]),
+                           len(spent["decode"]), rows))
+    finally:
+        reader.decode_run, LogSegment.read_bytes = originals
+    took, read_s, decode_s, fetches, rows = min(passes)
+    print(f"profile: partition 0 read in this process (read_partition), best of 3: {rows:,} rows in {took:.2f} s "
+          f"({rows / took:,.0f} rows/s), {fetches} fetches of 4 MiB")
+    print(f"  per fetch: positioned read {read_s / fetches * 1e3:.2f} ms, decode (CRC-32C, record walk, keys and "
+          f"values copied into Arrow buffers) {decode_s / fetches * 1e3:.2f} ms, the rest (Spark's columns) "
+          f"{(took - read_s - decode_s) / fetches * 1e3:.2f} ms")
 
 
 def bench_trigger(args) -> None:
@@ -200,12 +296,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-spark-bench")
     ap.add_argument("--only", choices=["read", "trigger"])
+    ap.add_argument("--profile", action="store_true",
+                    help="also time one partition's fetches in this process (read and decode per 4 MiB)")
     args = ap.parse_args()
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print("command: " + " ".join([os.path.relpath(sys.executable)] + sys.argv))
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     if args.only in (None, "trigger"):
         bench_trigger(args)
     if args.only in (None, "read"):
         bench_read(args)
+        if args.profile:
+            profile_fetches(args)
 
 
 if __name__ == "__main__":

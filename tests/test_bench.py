@@ -1,0 +1,98 @@
+"""The benchmark scripts run at small sizes and their read-back checks catch a wrong result.
+
+The scripts are run as BENCHMARKS.md runs them (a subprocess of this interpreter, from the
+repository root); nothing here asserts a timing. The checks are then called directly with a
+result that is one record short, and must fail loudly."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_record_codec_runs_both_sides_at_the_same_level():
+    out = run("bench/record_codec.py", "--records", "4000", "--repeat", "1", "--codecs", "none,gzip,lz4")
+    assert "C extension" in out or "pure Python" in out
+    assert "lz4 9 = fast compressor" in out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith(("100B", "1024B"))]
+    assert len(rows) == 2 * 3 * 3
+    for row in rows:
+        if row[2] == "encode" and row[1] != "none":
+            # compressed sizes within 1 %: the same compressor at the same level on both sides
+            ours, theirs = int(row[-3].replace(",", "")), int(row[-1].replace(",", ""))
+            assert abs(ours - theirs) < ours / 100, row
+
+
+def test_record_codec_check_fails_on_a_missing_record():
+    rc = bench_module("record_codec")
+    table = rc.make_table(100, 10)
+    raw = rc.encode_batches(table, max_batch_bytes=256)
+    want = rc.table_digest(table)
+    rc.check_encoded("full", raw, 100, want)
+    short = rc.encode_batches(table.slice(0, 99), max_batch_bytes=256)
+    with pytest.raises(AssertionError, match="99 records decoded, 100 encoded"):
+        rc.check_encoded("short", short, 100, want)
+    changed = table.set_column(1, "value", pa.array([b"y" * 10] * 100, pa.binary()))
+    with pytest.raises(AssertionError, match="differ from the input"):
+        rc.check_encoded("changed", rc.encode_batches(changed), 100, want)
+
+
+def test_cleaner_runs_and_its_output_check_fails_on_a_missing_record(tmp_path):
+    out = run("bench/cleaner.py", "--gib", "0.01", "0.02", "--repeat", "2", "--keys", "2000",
+              "--segment-mib", "4", "--dir", str(tmp_path / "bench"))
+    assert "round 2 baseline" in out and "round 2 clean" in out
+    summary = out[out.index("best of 2 each side"):].splitlines()
+    assert sum("records" in ln and "->" in ln for ln in summary) == 2
+
+    cl = bench_module("cleaner")
+
+    class Args:
+        keys, value_bytes, segment_mib, map_mib = 2000, 500, 4, 64
+
+    root = tmp_path / "again"
+    part = root / "bench-0"
+    _, expected = cl.generate(part, 0.01, Args.keys, Args.value_bytes, Args.segment_mib)
+    stats, _, _, _ = cl.clean(root, part, Args)
+    cl.verify_clean(part, stats, expected)
+    one_short = cl.Expected(expected.offsets[:-1], expected.key_ids[:-1], expected.records)
+    with pytest.raises(AssertionError, match="keys were written"):
+        cl.verify_clean(part, stats, one_short)
+    moved = cl.Expected(expected.offsets - 1, expected.key_ids, expected.records)
+    with pytest.raises(AssertionError, match="not the newest of each key"):
+        cl.verify_clean(part, stats, moved)
+
+
+def test_storage_runs_and_its_read_back_fails_on_a_missing_append(tmp_path):
+    out = run("bench/storage.py", "--log-gib", "0.01", "--append-mib", "2", "--lookups", "20",
+              "--repeat", "1", "--dir", str(tmp_path / "bench"))
+    assert "Log.append_raw fsync=always" in out and "full recovery" in out
+
+    st = bench_module("storage")
+    table, raw = st.one_mib_run()
+    with st.Log.open(tmp_path / "log" / "t-0") as log:
+        for _ in range(2):
+            log.append_raw(raw)
+        st.read_back(log, table, 2)
+        with pytest.raises(AssertionError, match="read back 2026 records, 3039 appended"):
+            st.read_back(log, table, 3)
