@@ -41,7 +41,8 @@ from .format.log_input_stream import (BatchArrays, default_max_decompressed,
 from .format.record_batch import LOG_APPEND_TIME, set_max_timestamp
 from .log_validator import validate_batches
 from .metrics import LogMetrics
-from .index import AbortedTxn
+from .index import AbortedTxn, OffsetIndex, TimeIndex
+from .index.abstract_index import index_file_oversized
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
                       offset_from_filename)
@@ -253,6 +254,13 @@ class Log:
                 # Kafka's sanity check: a missing offset index means recovering the segment;
                 # recovering it with the rest keeps the consequences of what it truncates
                 log.info("The index of %s is missing: recovering from it", p)
+                recovery_point = min(recovery_point, base)
+            if not self.read_only and any(
+                    index_file_oversized(p.with_suffix(suffix), self.config.segment_index_bytes, kind.ENTRY_SIZE)
+                    for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex))):
+                # longer than segment.index.bytes allows: the open empties it (AbstractIndex), the
+                # recovery from this segment rebuilds it
+                log.info("An index of %s is oversized: recovering from it", p)
                 recovery_point = min(recovery_point, base)
             time_index_missing = not p.with_suffix(TIME_INDEX_SUFFIX).exists()
             seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
