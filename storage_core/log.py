@@ -349,6 +349,37 @@ class Log:
             names = sorted(os.listdir(self.dir))
         raise KafkaLogError(f"{self.dir} kept changing while it was being opened for reading")
 
+    @staticmethod
+    def _reader_view_out_of_date(segments: list[LogSegment], bases: list[int], offset: int,
+                                 read: int) -> bool:
+        """Whether a file this read-only view read ``read`` bytes from (from ``offset`` on) was
+        removed or shortened by the writer since the view opened: a truncation (which deletes the
+        later segments and shortens the one it cuts), a swap or a retention delete. One fstat a
+        segment read."""
+        i = max(0, bisect.bisect_right(bases, offset) - 1)
+        for seg in segments[i:]:
+            st = os.fstat(seg.fileno())
+            if st.st_nlink == 0 or st.st_size < seg.size:
+                return True
+            read -= seg.size
+            if read <= 0:
+                return False
+        return False
+
+    def _relist_reader_view(self, offset: int) -> None:
+        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
+        fetch at one offset whose view keeps going out of date ends in an error."""
+        last, count = getattr(self, "_relists", (None, 0))
+        count = count + 1 if last == offset else 1
+        self._relists = (offset, count)
+        if count > 100:
+            raise KafkaLogError(f"{self.dir} kept changing while offset {offset} was being read")
+        with self._lock:
+            old, self._segments, self._bases = self._segments, [], []
+            for seg in old:
+                seg.close(final_entries=False)
+            self._load()
+
     @property
     def producer_state(self) -> ProducerStateManager:
         if self._producer_state_pending:
@@ -1096,6 +1127,17 @@ class Log:
         if offset >= upper:
             return FetchResult(empty_table(), offset)
         raw = self.read_raw(offset, max_bytes=max_bytes)
+        if self.read_only and (self._reader_view_out_of_date(segments, bases, offset, len(raw))
+                               or not raw and offset < self._log_end_offset):
+            # (nothing at an offset below the end: the files were rewritten under the view)
+            self._relist_reader_view(offset)
+            if offset >= self.log_start_offset:
+                # what was read may predate a truncation: read again from the files as they are
+                return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
+            # retention moved the log start past it: the records read are still the ones
+            # written at those offsets (a consumer would skip forward on its next fetch)
+            if not raw:
+                self._check_in_range(offset)        # OffsetOutOfRangeError
         if not raw:
             return FetchResult(empty_table(), offset)
         run = decode_run(raw, source=str(self.dir))
