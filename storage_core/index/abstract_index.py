@@ -415,6 +415,26 @@ class AbstractIndex:
             mid = (lo + hi) >> 1
         return lo + int(np.searchsorted(self._read_entries(lo, hi - lo)[field], target, side))
 
+    def _check_slot(self, n: int) -> None:
+        if not 0 <= n < self._entries:
+            raise IndexError(f"Attempt to fetch the {n}th entry from {self._KIND} {self._path}, "
+                             f"which has size {self._entries}")
+
+    def entries_array(self) -> np.ndarray:
+        """A native-order copy of the valid entries (for dump and verify tools)."""
+        with self._lock:
+            self._check_open()
+            while True:
+                try:
+                    view = self._view()
+                    break
+                except _Shrunk:
+                    continue        # trimmed by the writer since open: what the file holds now
+            try:
+                return view.astype(self._NATIVE_DTYPE)
+            finally:
+                del view
+
     # -- truncation and size ---------------------------------------------------------------------
 
     def _truncate_to_entries(self, entries: int) -> None:
