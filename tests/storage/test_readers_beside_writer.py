@@ -147,9 +147,10 @@ def test_truncate_to_zeroes_the_dropped_index_entries(tmp_path: Path) -> None:
 OPEN_OVERSIZED = r"""
 import resource, sys
 from pathlib import Path
+from storage_core.config import LogConfig
 from storage_core.log import Log
 part, mode = Path(sys.argv[1]), sys.argv[2]
-with Log.open(part, read_only=mode == "ro") as log:
+with Log.open(part, LogConfig(segment_bytes=4 << 10, index_interval_bytes=100), read_only=mode == "ro") as log:
     rows = sum(log.read(o, max_bytes=1).num_rows > 0 for o in range(log.log_start_offset, log.log_end_offset))
     entries = log.segments[0].offset_index.entries
     tentries = log.segments[0].time_index.entries
