@@ -162,7 +162,8 @@ def read(directory: Path) -> int:
                 if got.next_offset <= position:
                     if position >= log.log_end_offset:
                         break               # the fetch re-listed a view that ends here now
-                    raise AssertionError(f"fetch at {position} did not advance (next {got.next_offset}; view {log.log_start_offset}-{log.log_end_offset} {[(s.base_offset, s.size) for s in log.segments]})")
+                    raise AssertionError(f"fetch at {position} did not advance (next {got.next_offset}; "
+                                         f"view {log.log_start_offset}-{log.log_end_offset})")
                 position = got.next_offset
             # lookups through every index of this view, while the writer changes the files
             for _ in range(3):

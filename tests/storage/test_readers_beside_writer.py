@@ -192,3 +192,24 @@ def test_oversized_index_is_ignored_by_readers_and_rebuilt_by_writers(tmp_path: 
         idx.sanity_check()
         assert idx.entries == good_size // idx.ENTRY_SIZE
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 < 2048   # the test itself
+
+
+def test_verify_and_dump_report_an_oversized_index_without_loading_it(tmp_path: Path) -> None:
+    """Finding 7: ``verify`` and ``dump`` of a partition whose indexes are 2 GiB sparse files
+    report each as oversized, naming it, and exit 1, in well under 700 MB of RSS (they took
+    5.6 and 6.1 GB)."""
+    part = tmp_path / "t-0"
+    with Log.open(part) as log:
+        log.append(pa.table({"value": [b"x"] * 5}))
+    index, tindex = part / "00000000000000000000.index", part / "00000000000000000000.timeindex"
+    os.truncate(index, 2**31)
+    os.truncate(tindex, 2**31 + 4)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for args in (["verify", str(tmp_path)], ["dump", "--files", str(index)], ["dump", "--files", str(tindex)]):
+        got = subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True,
+                             text=True, timeout=300, env=env)
+        assert got.returncode == 1, (args, got.stdout, got.stderr)
+        text = got.stdout + got.stderr
+        for f in ([index, tindex] if args[0] == "verify" else [Path(args[-1])]):
+            assert f"{f} is oversized: {f.stat().st_size} bytes" in text, text
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 < 700
