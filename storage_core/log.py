@@ -154,6 +154,8 @@ class Log:
         # segments renamed .deleted, physically removed once file.delete.delay.ms has passed
         # (LocalLog.deleteSegmentFiles' scheduled "delete-file"): (due ms, segment or file)
         self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
+        self._retired: list[LogSegment] = []     # a reader's previous view (_relist_reader_view)
+        self._relists = (-1, 0)                  # (offset, re-lists in a row for a fetch at it)
         self.metrics = LogMetrics()
         self._unsynced_snapshots: list[Path] = []
         self._producer_state_pending = False     # a reader loads it on first use
@@ -355,13 +357,15 @@ class Log:
         """Whether a file this read-only view read ``read`` bytes from (from ``offset`` on) was
         removed or shortened by the writer since the view opened: a truncation (which deletes the
         later segments and shortens the one it cuts), a swap or a retention delete. One fstat a
-        segment read."""
+        segment read (the read may start anywhere in the first: the next ones are checked until
+        their sizes cover what was read)."""
         i = max(0, bisect.bisect_right(bases, offset) - 1)
-        for seg in segments[i:]:
+        for k, seg in enumerate(segments[i:]):
             st = os.fstat(seg.fileno())
             if st.st_nlink == 0 or st.st_size < seg.size:
                 return True
-            read -= seg.size
+            if k:
+                read -= seg.size
             if read <= 0:
                 return False
         return False
@@ -369,15 +373,17 @@ class Log:
     def _relist_reader_view(self, offset: int) -> None:
         """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
         fetch at one offset whose view keeps going out of date ends in an error."""
-        last, count = getattr(self, "_relists", (None, 0))
+        last, count = self._relists
         count = count + 1 if last == offset else 1
         self._relists = (offset, count)
         if count > 100:
             raise KafkaLogError(f"{self.dir} kept changing while offset {offset} was being read")
         with self._lock:
-            old, self._segments, self._bases = self._segments, [], []
-            for seg in old:
+            # the view before the last is closed now, the last one at the next re-list or close:
+            # another thread may still be reading from it
+            for seg in self._retired:
                 seg.close(final_entries=False)
+            self._retired, self._segments, self._bases = self._segments, [], []
             self._load()
 
     @property
@@ -1549,6 +1555,8 @@ class Log:
                     if isinstance(what, LogSegment):
                         what.close(final_entries=False)
                 self._pending_deletes.clear()
+                for seg in self._retired:
+                    seg.close(final_entries=False)
                 self._release()
 
     def delete(self) -> None:

@@ -9,7 +9,7 @@ and the truncation offset) to ``truncations`` in the data directory, fsynced. So
 is at any moment the generations never decrease along the offsets, and a record of generation g
 at offset o was removed by a truncation when a line ``G T`` with ``G > g`` and ``T <= o`` exists.
 
-    python reader_writer_runner.py write DATA_DIR ROUNDS SEED
+    python reader_writer_runner.py write DATA_DIR ROUNDS SEED FILE_DELETE_DELAY_MS
     python reader_writer_runner.py read DATA_DIR
 
 The writer creates ``done`` in DATA_DIR when it has finished its rounds; a reader reads until it
@@ -46,22 +46,24 @@ TS0 = 1_700_000_000_000
 KEYS = 500
 
 
-def config() -> LogConfig:
+def config(file_delete_delay_ms: int = 0) -> LogConfig:
     """Small segments and indexes (rolls every few appends, preallocated indexes trimmed on each
-    roll), compaction and retention by size."""
+    roll), compaction and retention by size; ``file_delete_delay_ms`` 0 removes deleted and
+    replaced segments at once, above 0 renames them ``.deleted`` first."""
     return LogConfig(segment_bytes=2 << 10, segment_index_bytes=1 << 10, index_interval_bytes=256,
                      cleanup_policy="compact,delete", retention_bytes=6 << 10, retention_ms=-1,
                      min_cleanable_dirty_ratio=0.0, delete_retention_ms=10_000_000,
-                     file_delete_delay_ms=0)
+                     file_delete_delay_ms=file_delete_delay_ms)
 
 
 def value_of(generation: int, offset: int, key: int) -> bytes:
     return b"%d:%d:%d" % (generation, offset, key)
 
 
-def write(directory: Path, rounds: int, seed: int) -> int:
+def write(directory: Path, rounds: int, seed: int, file_delete_delay_ms: int) -> int:
     rng = random.Random(seed)
-    log = Log.open(directory / TOPIC_DIR, config(), clock=lambda: TS0)
+    clock = [TS0]                  # advances 1 ms a round: .deleted files come due
+    log = Log.open(directory / TOPIC_DIR, config(file_delete_delay_ms), clock=lambda: clock[0])
     tp = TopicPartition(log.topic, log.partition)
     cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=2 << 20, backoff_ms=5), [directory], {tp: log},
                          clock=lambda: TS0)
@@ -69,6 +71,8 @@ def write(directory: Path, rounds: int, seed: int) -> int:
     generation = 0
     counts = dict.fromkeys(("appends", "rolls", "truncations", "retention", "cleans"), 0)
     for _ in range(rounds):
+        clock[0] += 1
+        log.delete_expired_files(clock[0])
         n = rng.randint(1, 15)
         first = log.log_end_offset
         keys = [rng.randrange(KEYS) for _ in range(n)]
@@ -183,8 +187,8 @@ def read(directory: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 5 and argv[1] == "write":
-        return write(Path(argv[2]), int(argv[3]), int(argv[4]))
+    if len(argv) == 6 and argv[1] == "write":
+        return write(Path(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]))
     if len(argv) == 3 and argv[1] == "read":
         try:
             return read(Path(argv[2]))

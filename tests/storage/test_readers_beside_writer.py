@@ -24,7 +24,7 @@ from storage_core.log import Log
 
 RUNNER = Path(__file__).resolve().with_name("reader_writer_runner.py")
 SLOW = os.environ.get("KAFKALOG_SLOW") == "1"
-ROUNDS = 6000 if SLOW else 1500
+ROUNDS = 6000 if SLOW else 800
 READERS = 2
 
 
@@ -33,14 +33,17 @@ def _run(args: list[str]) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_concurrency_soak_readers_beside_a_writer_that_truncates(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "file_delete_delay_ms"), [(1, 0), (2, 20)])
+def test_concurrency_soak_readers_beside_a_writer_that_truncates(tmp_path: Path, seed: int,
+                                                                 file_delete_delay_ms: int) -> None:
     """A writer process appends, rolls, truncates (new generation after each), deletes by
     retention and compacts for a bounded number of rounds while two reader processes read
     forward and look up offsets by time through every index. No reader dies (a SIGBUS would be
     returncode -7), none returns an offset twice or out of order, a value not written at its
-    offset, or a record removed by a truncation it had seen or that preceded its view."""
-    writer = _run(["write", str(tmp_path), str(ROUNDS), str(seed)])
+    offset, or a record removed by a truncation it had seen or that preceded its view.
+    ``file_delete_delay_ms`` 0: deleted and replaced segments removed at once; 20 (ms of the
+    writer's clock, one a round): renamed ``.deleted`` and removed later."""
+    writer = _run(["write", str(tmp_path), str(ROUNDS), str(seed), str(file_delete_delay_ms)])
     readers = [_run(["read", str(tmp_path)]) for _ in range(READERS)]
     w_out, w_err = writer.communicate(timeout=600)
     results = [r.communicate(timeout=600) for r in readers]
