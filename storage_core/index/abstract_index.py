@@ -1,5 +1,6 @@
-"""The memory-mapped index base shared by ``.index`` and ``.timeindex`` (Kafka's ``AbstractIndex``),
-and the lazy wrapper segments hold them in (Kafka's ``LazyIndex``).
+"""The index base shared by ``.index`` and ``.timeindex`` (Kafka's ``AbstractIndex``: memory-mapped
+for the writer, positioned reads for readers), and the lazy wrapper segments hold them in (Kafka's
+``LazyIndex``).
 
 An index file is a flat array of fixed-size big-endian entries. It is preallocated while its
 segment is active (sparse, zero-filled) and trimmed to its entries on close, exactly as Kafka
