@@ -216,3 +216,32 @@ def test_verify_and_dump_report_an_oversized_index_without_loading_it(tmp_path: 
         for f in ([index, tindex] if args[0] == "verify" else [Path(args[-1])]):
             assert f"{f} is oversized: {f.stat().st_size} bytes" in text, text
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 < 700
+
+
+@pytest.mark.parametrize("kind", [OffsetIndex, TimeIndex])
+def test_read_only_index_follows_a_file_trimmed_after_its_open(tmp_path: Path, kind) -> None:
+    """A read-only index opened on a preallocated file (every slot counted) keeps answering when
+    the writer trims the file under it (roll), then truncates and trims again: each lookup is an
+    entry the file still holds at or below the target, the entry count shrinks to the file's, and
+    nothing maps the file (a mapped reader died of SIGBUS here)."""
+    path = tmp_path / ("00000000000000000100" + (".index" if kind is OffsetIndex else ".timeindex"))
+    writer = kind(path, 100, max_index_size=64 << 10)
+    add = writer.append if kind is OffsetIndex else writer.maybe_append
+    for i in range(2000):
+        add(*((100 + 2 * i, 10 * i) if kind is OffsetIndex else (1000 + 2 * i, 100 + 2 * i)))
+    field = "relative_offset" if kind is OffsetIndex else "timestamp"
+    key = (lambda e: e.offset) if kind is OffsetIndex else (lambda e: e.timestamp)
+    first = 100 if kind is OffsetIndex else 1000
+    with kind(path, 100, writable=False) as reader:
+        assert reader.entries == writer.max_entries > 2000
+        writer.trim_to_valid_size()                       # roll: the zero slots go
+        for target in (first + 3999, first + 1001, first):
+            assert key(reader.lookup(target)) == target - (target - first) % 2
+        assert reader.entries == 2000
+        writer.truncate_to(100 + 1000)                    # entries 0..499 stay
+        writer.trim_to_valid_size()
+        got = reader.lookup(first + 3000)
+        assert key(got) == first + 998
+        assert reader.entries == 500 and len(reader.entries_array()) == 500
+        assert reader.entries_array()[field][-1] == (998 if kind is OffsetIndex else first + 998)
+    writer.close()
