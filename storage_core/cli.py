@@ -812,14 +812,26 @@ def _segment_log(path: Path, p: _Problems) -> tuple[int, Path] | None:
     return base, log_path
 
 
+def _max_index_size_of(path: Path) -> int:
+    """``segment.index.bytes`` of the topic of an index file: its override in the data
+    directory's ``kafkalog-topic-configs.json``, else the default."""
+    from .config_repository import ConfigRepository
+    try:
+        topic, _ = parse_topic_partition_dir(path.parent.name)
+        return ConfigRepository([path.parent.parent]).topic_config(topic).segment_index_bytes
+    except (KafkaLogError, OSError, ValueError):
+        return DEFAULT_MAX_INDEX_SIZE
+
+
 def _oversized_index_problem(path: Path, entry_size: int) -> str | None:
-    """Why an index file is not read (longer than ``segment.index.bytes`` allows, so no writer
-    made it; a writable open rebuilds it), or None. Such a file is never loaded: its size is any."""
+    """Why an index file is not read (longer than its topic's ``segment.index.bytes`` allows, so
+    no writer made it; a writable open rebuilds it), or None. Such a file is never loaded."""
     size = path.stat().st_size
-    if not index_oversized(size, DEFAULT_MAX_INDEX_SIZE, entry_size):
+    limit = _max_index_size_of(path)
+    if not index_oversized(size, limit, entry_size):
         return None
     return (f"{path} is oversized: {size} bytes, more than segment.index.bytes "
-            f"({DEFAULT_MAX_INDEX_SIZE}) allows; not read (a writable open rebuilds it)")
+            f"({limit}) allows; not read (a writable open rebuilds it)")
 
 
 def _refuse_oversized_index(file: str, entry_size: int) -> None:

@@ -15,8 +15,11 @@ entries down to a block of a few KiB, one read of that block, ``np.searchsorted`
 entry count is the one seen at open; a read that comes back short (the writer trimmed the file
 since) shrinks the count to what the file still holds and searches again, so a stale reader gets
 a lower position to scan from, never a crash. An index file longer than its configured maximum
-(``segment.index.bytes``) is not read at all by a reader (0 entries: the segment is scanned) and
-is emptied for a rebuild by a writable open (:func:`index_oversized`).
+(``segment.index.bytes``) is emptied for a rebuild by a writable open; a reader, which does not
+know the topic's configuration (the Spark source opens with the defaults) and whose positioned
+reads cost the same whatever the file's size, ignores only a file longer than any Kafka
+configuration allows (an int: 2 GiB - 1; 0 entries, the segment is scanned). See
+:func:`index_oversized`.
 
 Errors: a full index raises :class:`IndexFullError` (a ``ValueError``; Kafka's
 ``IllegalArgumentException``); an out-of-order offset :class:`~storage_core.errors.InvalidOffsetError`;
@@ -181,10 +184,11 @@ class AbstractIndex:
                 self._length = self._entries = 0
                 return
             self._length = os.fstat(self._fd).st_size
-            if index_oversized(self._length, self._max_index_size, es):
-                logger.warning("Ignoring %s %s: %d bytes, more than segment.index.bytes (%d) allows; "
-                               "the segment is read by scanning", self._KIND, self._path,
-                               self._length, self._max_index_size)
+            limit = max(self._max_index_size, INT32_MAX)
+            if index_oversized(self._length, limit, es):
+                logger.warning("Ignoring %s %s: %d bytes, more than segment.index.bytes (at most %d) "
+                               "allows; the segment is read by scanning", self._KIND, self._path,
+                               self._length, limit)
                 self._length = 0
             self._entries = self._length // es
             return

@@ -245,3 +245,34 @@ def test_read_only_index_follows_a_file_trimmed_after_its_open(tmp_path: Path, k
         assert reader.entries == 500 and len(reader.entries_array()) == 500
         assert reader.entries_array()[field][-1] == (998 if kind is OffsetIndex else first + 998)
     writer.close()
+
+
+def test_indexes_of_a_larger_configured_size_are_used_by_readers_and_verify(tmp_path: Path, caplog) -> None:
+    """The bound is the topic's configuration: a writer with segment.index.bytes of 20 MiB keeps
+    its active segment's indexes preallocated to that. A reader opened with the defaults (as the
+    Spark source opens partitions) still uses them, since it cannot know the topic's setting and
+    reads them by positioned reads; ``verify`` takes the bound from the topic's override in
+    kafkalog-topic-configs.json, and without the override reports them oversized."""
+    from storage_core.config_repository import ConfigRepository
+
+    big = 20 << 20
+    part = tmp_path / "t-0"
+    with Log.open(part, LogConfig(segment_index_bytes=big, index_interval_bytes=1)) as log:
+        for _ in range(10):
+            log.append(pa.table({"value": [b"x" * 100] * 3}))
+        index = log.active_segment.offset_index.path
+        assert index.stat().st_size == big
+        with caplog.at_level("WARNING"), Log.open(part, read_only=True) as reader:
+            assert reader.segments[-1].offset_index.entries == big // 8
+            assert reader.read(17, max_bytes=1).column("offset")[0].as_py() == 17
+        assert "more than segment.index.bytes" not in caplog.text
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+        def verify() -> str:
+            got = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(tmp_path)],
+                                 capture_output=True, text=True, timeout=300, env=env)
+            return got.stdout + got.stderr
+
+        assert f"{index} is oversized" in verify()
+        ConfigRepository([tmp_path]).alter_topic_config("t", {"segment.index.bytes": big})
+        assert "oversized" not in verify()
