@@ -104,7 +104,7 @@ from .checkpoints import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER
                           parse_leader_epoch_checkpoint, parse_offset_checkpoint,
                           parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str,
                           without_invalid_topics)
-from .errors import CorruptRecordError, KafkaLogError
+from .errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from .format import legacy
 from .format.compression import CompressionType, decompress
 from .format.control import ControlRecordType, EndTransactionMarker
@@ -112,7 +112,8 @@ from .format.log_input_stream import (BatchInfo, LogInputStream, batch_payload,
                                       default_max_decompressed)
 from .format.record_batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
                                   compute_crc, decode_record, decrement_sequence)
-from .index import OffsetIndex, TimeIndex
+from .index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex
+from .index.abstract_index import index_oversized
 from .producer_snapshot import ENTRY_SIZE as SNAPSHOT_ENTRY_SIZE
 from .producer_snapshot import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
 from .producer_snapshot import PRODUCER_SNAPSHOT_VERSION, decode_snapshot
@@ -613,6 +614,7 @@ class _Dump:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), log_file)
         if not os.path.exists(file):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), file)
+        _refuse_oversized_index(file, OffsetIndex.ENTRY_SIZE)
         with OffsetIndex(file, start, writable=False) as index:
             if index.entries == 0:
                 self.emit(f"{file} is empty.", {"type": "indexEmpty", "file": file})
@@ -651,6 +653,7 @@ class _Dump:
         abs_path = _java_abs(file)
         if not os.path.exists(file):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), file)
+        _refuse_oversized_index(file, TimeIndex.ENTRY_SIZE)
         with (_mapped(log_file) as buf,
               OffsetIndex(index_file, start, writable=False) as index,
               TimeIndex(file, start, writable=False) as time_index):
@@ -849,9 +852,41 @@ def _segment_log(path: Path, p: _Problems) -> tuple[int, Path] | None:
     return base, log_path
 
 
+def _max_index_size_of(path: Path) -> int:
+    """``segment.index.bytes`` of the topic of an index file: its override in the data
+    directory's ``kafkalog-topic-configs.json``, else the default."""
+    from .config_repository import ConfigRepository
+    try:
+        topic, _ = parse_topic_partition_dir(path.parent.name)
+        return ConfigRepository([path.parent.parent]).topic_config(topic).segment_index_bytes
+    except (KafkaLogError, OSError, ValueError):
+        return DEFAULT_MAX_INDEX_SIZE
+
+
+def _oversized_index_problem(path: Path, entry_size: int) -> str | None:
+    """Why an index file is not read (longer than its topic's ``segment.index.bytes`` allows, so
+    no writer made it; a writable open rebuilds it), or None. Such a file is never loaded."""
+    size = path.stat().st_size
+    limit = _max_index_size_of(path)
+    if not index_oversized(size, limit, entry_size):
+        return None
+    return (f"{path} is oversized: {size} bytes, more than segment.index.bytes "
+            f"({limit}) allows; not read (a writable open rebuilds it)")
+
+
+def _refuse_oversized_index(file: str, entry_size: int) -> None:
+    problem = _oversized_index_problem(Path(file), entry_size)
+    if problem is not None:
+        raise CorruptIndexError(problem)
+
+
 def _verify_offset_index(path: Path, p: _Problems) -> str:
     seg = _segment_log(path, p)
     if seg is None:
+        return ""
+    oversized = _oversized_index_problem(path, OffsetIndex.ENTRY_SIZE)
+    if oversized is not None:
+        p.add("whole file", oversized)
         return ""
     base, log_path = seg
     with OffsetIndex(path, base, writable=False) as index:
@@ -890,6 +925,10 @@ def _verify_offset_index(path: Path, p: _Problems) -> str:
 def _verify_time_index(path: Path, p: _Problems) -> str:
     seg = _segment_log(path, p)
     if seg is None:
+        return ""
+    oversized = _oversized_index_problem(path, TimeIndex.ENTRY_SIZE)
+    if oversized is not None:
+        p.add("whole file", oversized)
         return ""
     base, log_path = seg
     with (TimeIndex(path, base, writable=False) as tindex,

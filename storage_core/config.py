@@ -13,7 +13,17 @@ from typing import Any, Mapping
 from .errors import InvalidConfigError
 
 LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
 INT_MAX = 2**31 - 1
+INT_MIN = -(2**31)
+
+# the fields Kafka's LogConfig/TopicConfig define as ConfigDef.Type.INT (the other ints are LONG);
+# producer.id.expiration.ms is the broker's INT of the same name
+_INT_FIELDS = frozenset({"segment_bytes", "segment_index_bytes", "index_interval_bytes",
+                         "max_message_bytes", "producer_id_expiration_ms"})
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool,
+                                                    "str": str}
+_TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "a boolean", "str": "a string"}
 
 FSYNC_MODES = ("always", "policy")
 
@@ -53,6 +63,18 @@ class LogConfig:
             if not ok:
                 raise InvalidConfigError(f"Invalid value {value!r} for configuration {name}: {rule}")
 
+        # ConfigDef types first: every value of its field's type, INT fields within Java's int,
+        # LONG fields within its long (a value no broker could hold is refused, naming the key)
+        for f in fields(self):
+            value, key = getattr(self, f.name), f.name.replace("_", ".")
+            kind = _FIELD_TYPES[f.type]
+            ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+            need(ok, key, value, f"expected {_TYPE_NAMES[f.type]}")
+            if kind is int:
+                low, high = (INT_MIN, INT_MAX) if f.name in _INT_FIELDS else (LONG_MIN, LONG_MAX)
+                need(low <= value <= high, key, value,
+                     f"must fit {'an int' if f.name in _INT_FIELDS else 'a long'} ([{low}, {high}])")
+
         need(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, "must be at least 14")
         need(self.segment_bytes <= INT_MAX, "segment.bytes", self.segment_bytes, "must fit an int")
         need(self.segment_ms >= 1, "segment.ms", self.segment_ms, "must be at least 1")
@@ -91,6 +113,8 @@ class LogConfig:
         need(self.compression_type in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"),
              "compression.type", self.compression_type,
              "must be producer, uncompressed, gzip, snappy, lz4 or zstd")
+        need(self.producer_id_expiration_ms >= 1, "producer.id.expiration.ms", self.producer_id_expiration_ms,
+             "must be at least 1")
         need(self.fsync in FSYNC_MODES, "fsync", self.fsync, f"must be one of {', '.join(FSYNC_MODES)}")
 
     @property

@@ -57,6 +57,10 @@ def parse_topic_configs(text: str, *, source: Path | None = None) -> dict[str, d
         doc = json.loads(text) if text.strip() else {}
     except ValueError as e:
         raise CorruptTopicConfigError(f"Topic configuration file is not JSON: {e}{where}") from e
+    except RecursionError:
+        # nesting deeper than the interpreter's stack: no configuration is shaped like that
+        raise CorruptTopicConfigError(f"Topic configuration file is nested too deeply to be a "
+                                      f"configuration{where}") from None
     if not isinstance(doc, dict):
         raise CorruptTopicConfigError(f"Topic configuration file must hold a JSON object{where}")
     version = doc.get("version", TOPIC_CONFIG_VERSION)
@@ -98,6 +102,8 @@ class ConfigRepository:
                 text = path.read_text(encoding="utf-8")
             except FileNotFoundError:
                 continue
+            except (UnicodeDecodeError, IsADirectoryError) as e:
+                raise CorruptTopicConfigError(f"Topic configuration file cannot be read: {e} ({path})") from e
             return parse_topic_configs(text, source=path)
         return {}
 

@@ -43,7 +43,8 @@ from .format.log_input_stream import (BatchArrays, default_max_decompressed,
 from .format.record_batch import LOG_APPEND_TIME, set_max_timestamp
 from .log_validator import validate_batches
 from .metrics import LogMetrics
-from .index import AbortedTxn
+from .index import AbortedTxn, OffsetIndex, TimeIndex
+from .index.abstract_index import index_file_oversized
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
                       offset_from_filename)
@@ -155,6 +156,8 @@ class Log:
         # segments renamed .deleted, physically removed once file.delete.delay.ms has passed
         # (LocalLog.deleteSegmentFiles' scheduled "delete-file"): (due ms, segment or file)
         self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
+        self._retired: list[LogSegment] = []     # a reader's previous view (_relist_reader_view)
+        self._relists = (-1, 0)                  # (offset, re-lists in a row for a fetch at it)
         self.metrics = LogMetrics()
         self._unsynced_snapshots: list[Path] = []
         self._producer_state_pending = False     # a reader loads it on first use
@@ -310,6 +313,13 @@ class Log:
                 # recovering it with the rest keeps the consequences of what it truncates
                 log.info("The index of %s is missing: recovering from it", p)
                 recovery_point = min(recovery_point, base)
+            if not self.read_only and any(
+                    index_file_oversized(p.with_suffix(suffix), self.config.segment_index_bytes, kind.ENTRY_SIZE)
+                    for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex))):
+                # longer than segment.index.bytes allows: the open empties it (AbstractIndex), the
+                # recovery from this segment rebuilds it
+                log.info("An index of %s is oversized: recovering from it", p)
+                recovery_point = min(recovery_point, base)
             time_index_missing = not p.with_suffix(TIME_INDEX_SUFFIX).exists()
             seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
                                   preallocate=False)
@@ -409,6 +419,41 @@ class Log:
             time.sleep(0.005)
             names = sorted(os.listdir(self.dir))
         raise KafkaLogError(f"{self.dir} kept changing while it was being opened for reading")
+
+    @staticmethod
+    def _reader_view_out_of_date(segments: list[LogSegment], bases: list[int], offset: int,
+                                 read: int) -> bool:
+        """Whether a file this read-only view read ``read`` bytes from (from ``offset`` on) was
+        removed or shortened by the writer since the view opened: a truncation (which deletes the
+        later segments and shortens the one it cuts), a swap or a retention delete. One fstat a
+        segment read (the read may start anywhere in the first: the next ones are checked until
+        their sizes cover what was read)."""
+        i = max(0, bisect.bisect_right(bases, offset) - 1)
+        for k, seg in enumerate(segments[i:]):
+            st = os.fstat(seg.fileno())
+            if st.st_nlink == 0 or st.st_size < seg.size:
+                return True
+            if k:
+                read -= seg.size
+            if read <= 0:
+                return False
+        return False
+
+    def _relist_reader_view(self, offset: int) -> None:
+        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
+        fetch at one offset whose view keeps going out of date ends in an error."""
+        last, count = self._relists
+        count = count + 1 if last == offset else 1
+        self._relists = (offset, count)
+        if count > 100:
+            raise KafkaLogError(f"{self.dir} kept changing while offset {offset} was being read")
+        with self._lock:
+            # the view before the last is closed now, the last one at the next re-list or close:
+            # another thread may still be reading from it
+            for seg in self._retired:
+                seg.close(final_entries=False)
+            self._retired, self._segments, self._bases = self._segments, [], []
+            self._load()
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -1171,6 +1216,17 @@ class Log:
         if offset >= upper:
             return FetchResult(empty_table(), offset)
         raw = self.read_raw(offset, max_bytes=max_bytes)
+        if self.read_only and (self._reader_view_out_of_date(segments, bases, offset, len(raw))
+                               or not raw and offset < self._log_end_offset):
+            # (nothing at an offset below the end: the files were rewritten under the view)
+            self._relist_reader_view(offset)
+            if offset >= self.log_start_offset:
+                # what was read may predate a truncation: read again from the files as they are
+                return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
+            # retention moved the log start past it: the records read are still the ones
+            # written at those offsets (a consumer would skip forward on its next fetch)
+            if not raw:
+                self._check_in_range(offset)        # OffsetOutOfRangeError
         if not raw:
             return FetchResult(empty_table(), offset)
         run = decode_run(raw, source=str(self.dir), check_order=True)
@@ -1653,6 +1709,8 @@ class Log:
                     if isinstance(what, LogSegment):
                         what.close(final_entries=False)
                 self._pending_deletes.clear()
+                for seg in self._retired:
+                    seg.close(final_entries=False)
                 self._release()
 
     def delete(self) -> None:

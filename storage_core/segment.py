@@ -125,6 +125,11 @@ class LogSegment:
         """Bytes of batches in the ``.log`` (the logical size when preallocated)."""
         return self._size
 
+    def fileno(self) -> int:
+        """The ``.log``'s descriptor (a reader checks with fstat whether the writer removed or
+        shortened the file since its open)."""
+        return self._fd
+
     def read_bytes(self, position: int, size: int) -> bytes:
         """``size`` bytes of the log from ``position`` (fewer at the end). Reads are positioned
         reads, never a map: a concurrent truncation can shorten a read, never crash it."""
@@ -146,6 +151,8 @@ class LogSegment:
         pos = start
         while pos + HEADER_SIZE_UP_TO_MAGIC < end:
             chunk = os.pread(self._fd, min(_CHUNK, end - pos), pos)
+            if len(chunk) <= HEADER_SIZE_UP_TO_MAGIC:
+                return                      # truncated by a writer since this (reader's) open
             stream = LogInputStream(chunk, 0, len(chunk), verify=verify, source=str(self.log_path))
             try:
                 found = False
@@ -190,7 +197,8 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """The segment's largest timestamp, else the file's mtime (``LogSegment.largestTimestamp``)."""
         ts = self.max_timestamp_so_far.timestamp
-        return ts if ts >= 0 else int(os.stat(self.log_path).st_mtime * 1000)
+        # fstat: a reader's file may have been renamed (.swap -> .log, .deleted) since its open
+        return ts if ts >= 0 else int(os.fstat(self._fd).st_mtime * 1000)
 
     def clean_end(self) -> int | None:
         """The next offset if the segment ends cleanly (every batch from the last index entry

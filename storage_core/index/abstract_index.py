@@ -1,12 +1,25 @@
-"""The memory-mapped index base shared by ``.index`` and ``.timeindex`` (Kafka's ``AbstractIndex``),
-and the lazy wrapper segments hold them in (Kafka's ``LazyIndex``).
+"""The index base shared by ``.index`` and ``.timeindex`` (Kafka's ``AbstractIndex``: memory-mapped
+for the writer, positioned reads for readers), and the lazy wrapper segments hold them in (Kafka's
+``LazyIndex``).
 
-An index file is a flat array of fixed-size big-endian entries, mapped with :mod:`mmap`. It is
-preallocated while its segment is active (sparse, zero-filled) and trimmed to its entries on
-close, exactly as Kafka does; on open the number of entries is the file length divided by the
-entry size, with no scan for zero slots (kafka_format.md §8.1). Lookups are ``np.searchsorted``
-over a big-endian field view of the mapped entries (``np.frombuffer`` on the mmap, no copy of
-the file), never a Python loop over entries.
+An index file is a flat array of fixed-size big-endian entries. It is preallocated while its
+segment is active (sparse, zero-filled) and trimmed to its entries on close, exactly as Kafka
+does; on open the number of entries is the file length divided by the entry size, with no scan
+for zero slots (kafka_format.md §8.1). A writable index is mapped with :mod:`mmap` and searched
+with ``np.searchsorted`` over a big-endian field view of the mapping (no copy of the file).
+
+A read-only index is never mapped: the writer (this or another process) trims the file on roll,
+close and truncation, and touching a mapped page past the new end of file is SIGBUS. It holds the
+file open and reads entries with positioned reads (``os.pread``): a binary search over single
+entries down to a block of a few KiB, one read of that block, ``np.searchsorted`` inside it. The
+entry count is the one seen at open; a read that comes back short (the writer trimmed the file
+since) shrinks the count to what the file still holds and searches again, so a stale reader gets
+a lower position to scan from, never a crash. An index file longer than its configured maximum
+(``segment.index.bytes``) is emptied for a rebuild by a writable open; a reader, which does not
+know the topic's configuration (the Spark source opens with the defaults) and whose positioned
+reads cost the same whatever the file's size, ignores only a file longer than any Kafka
+configuration allows (an int: 2 GiB - 1; 0 entries, the segment is scanned). See
+:func:`index_oversized`.
 
 Errors: a full index raises :class:`IndexFullError` (a ``ValueError``; Kafka's
 ``IllegalArgumentException``); an out-of-order offset :class:`~storage_core.errors.InvalidOffsetError`;
@@ -19,9 +32,11 @@ from __future__ import annotations
 
 import gc
 import io
+import logging
 import math
 import mmap
 import os
+import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -36,14 +51,23 @@ if TYPE_CHECKING:
     from .offset_index import OffsetIndex
     from .time_index import TimeIndex
 
-__all__ = ["AbstractIndex", "IndexFullError", "LazyIndex", "DEFAULT_MAX_INDEX_SIZE"]
+__all__ = ["AbstractIndex", "IndexFullError", "LazyIndex", "DEFAULT_MAX_INDEX_SIZE", "index_oversized",
+           "index_file_oversized"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024   # segment.index.bytes (kafka_format.md §17)
 INT32_MAX = 2**31 - 1
 _WARM_BYTES = 8192        # AbstractIndex.warmEntries(): the last 8 KiB of entries are "warm"
 _DIRECT_SEARCH = 4096     # below this many entries one searchsorted over the section is cheapest
+_PREAD_BLOCK = 8192       # read-only search: bytes read at once once the binary search is this close
+_KEY_STRUCTS = {4: struct.Struct(">i"), 8: struct.Struct(">q")}   # one big-endian key, by size
 
 Side = Literal["left", "right"]
+
+
+class _Shrunk(Exception):
+    """A read-only index's file was trimmed under a read (internal: the search starts over)."""
 
 
 class IndexFullError(KafkaLogError, ValueError):
@@ -55,6 +79,22 @@ class IndexFullError(KafkaLogError, ValueError):
 def _round_down(number: int, factor: int) -> int:
     """AbstractIndex.roundDownToExactMultiple, with Java's truncation for negatives (-1 -> 0)."""
     return factor * (max(number, 0) // factor)
+
+
+def index_oversized(size: int, max_index_size: int, entry_size: int) -> bool:
+    """Whether an index file of ``size`` bytes is longer than ``segment.index.bytes`` allows (the
+    preallocated length, ``max_index_size`` rounded down to whole entries): no writer of this
+    configuration made it, so it is not trusted, read or mapped. A max below one entry (Kafka's
+    OffsetIndexTest opens existing files with -1) sets no bound: the file is taken as it is."""
+    return max_index_size >= entry_size and size > _round_down(max_index_size, entry_size)
+
+
+def index_file_oversized(path: str | os.PathLike[str], max_index_size: int, entry_size: int) -> bool:
+    """:func:`index_oversized` for the file at ``path`` (False when there is none)."""
+    try:
+        return index_oversized(os.stat(path).st_size, max_index_size, entry_size)
+    except FileNotFoundError:
+        return False
 
 
 def _searchsorted(keys: np.ndarray, target: int, side: Side, warm: int) -> int:
@@ -104,8 +144,9 @@ class AbstractIndex:
       ``LogSegment.truncateTo``), whoever makes the segment active calls
       ``resize(max_index_size)``, so rolled segments stay trimmed on disk even if the process
       dies while they are open;
-    * ``writable=False``: mapped read-only and the file is never changed or created; a 0-byte
-      or missing file is an index with no entries and no slots.
+    * ``writable=False``: never mapped, never changed or created; entries are read with
+      positioned reads through a descriptor held from open (see the module doc). A 0-byte,
+      missing or oversized file is an index with no entries and no slots.
     """
 
     ENTRY_SIZE: ClassVar[int]
@@ -123,6 +164,7 @@ class AbstractIndex:
         # run while resize() swaps the mapping under it
         self._lock = threading.RLock()
         self._mm: mmap.mmap | None = None
+        self._fd = -1                       # read-only: the file, read with os.pread
         self._length = 0
         self._entries = 0
         self._closed = False
@@ -135,25 +177,19 @@ class AbstractIndex:
         es = self.ENTRY_SIZE
         if not self._writable:
             try:
-                fd = os.open(self._path, os.O_RDONLY)
+                self._fd = os.open(self._path, os.O_RDONLY)
             except FileNotFoundError:
-                # nothing to map and nothing may be created: an index with no entries and no
+                # nothing to read and nothing may be created: an index with no entries and no
                 # slots, so readers fall back to scanning the log from its start
                 self._length = self._entries = 0
                 return
-            try:
-                for attempt in range(100):
-                    self._length = os.fstat(fd).st_size
-                    try:
-                        self._mm = self._map(fd, self._length)
-                        break
-                    except ValueError:
-                        # the writer trimmed the index (roll, close) between the size and the
-                        # map: take the new size
-                        if attempt == 99:
-                            raise
-            finally:
-                os.close(fd)
+            self._length = os.fstat(self._fd).st_size
+            limit = max(self._max_index_size, INT32_MAX)
+            if index_oversized(self._length, limit, es):
+                logger.warning("Ignoring %s %s: %d bytes, more than segment.index.bytes (at most %d) "
+                               "allows; the segment is read by scanning", self._KIND, self._path,
+                               self._length, limit)
+                self._length = 0
             self._entries = self._length // es
             return
         if not self._path.exists() and self._max_index_size < es:
@@ -174,6 +210,14 @@ class AbstractIndex:
             else:
                 # "assume it is valid and set position to last entry": every slot is an entry
                 self._length = os.fstat(fd).st_size
+                if index_oversized(self._length, self._max_index_size, es):
+                    # not made by a writer of this configuration: emptied, so the segment is
+                    # recovered (Log._load) and the index rebuilt, instead of mapping it whole
+                    logger.warning("Emptying %s %s for a rebuild: %d bytes, more than "
+                                   "segment.index.bytes (%d) allows", self._KIND, self._path,
+                                   self._length, self._max_index_size)
+                    os.ftruncate(fd, 0)
+                    self._length = 0
             self._entries = 0 if created else self._length // es
             self._mm = self._map(fd, self._length)
         finally:
@@ -186,7 +230,11 @@ class AbstractIndex:
         return mmap.mmap(fd, length, access=access)
 
     def _unmap(self) -> None:
-        """Kafka's forceUnmap (KAFKA-4614): release the mapping now, not at garbage collection."""
+        """Kafka's forceUnmap (KAFKA-4614): release the mapping now, not at garbage collection
+        (and a read-only index's descriptor)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         mm, self._mm = self._mm, None
         if mm is None:
             return
@@ -283,20 +331,94 @@ class AbstractIndex:
     # -- reading ---------------------------------------------------------------------------------
 
     def _view(self) -> np.ndarray:
-        """The valid entries as a structured big-endian view of the mapping (no copy). Callers keep
-        it local and drop it before returning: a live view prevents unmapping."""
-        if self._mm is None or self._entries == 0:
+        """The valid entries as a structured big-endian view of the mapping (no copy; read-only:
+        a copy read with pread). Callers keep it local and drop it before returning: a live view
+        prevents unmapping."""
+        if self._entries == 0 or (self._mm is None and self._fd < 0):
             return np.empty(0, dtype=self._DTYPE)
+        if self._mm is None:
+            return self._read_entries(0, self._entries)
         return np.frombuffer(self._mm, dtype=self._DTYPE, count=self._entries)
 
     def _search(self, field: str, target: int, side: Side) -> int:
         """``searchsorted`` over one field of the valid entries: with side ``right`` the number
         of entries whose field is ``<= target``, with ``left`` the number ``< target``."""
+        if self._mm is None:
+            return self._search_pread(field, target, side)
         view = self._view()
         try:
             return _searchsorted(view[field], target, side, _WARM_BYTES // self.ENTRY_SIZE)
         finally:
             del view
+
+    # -- read-only: positioned reads ---------------------------------------------------------------
+
+    def _read_entries(self, start: int, count: int) -> np.ndarray:
+        """Entries ``[start, start + count)`` read from the file (read-only indexes). A short
+        read means the writer trimmed the file since this index counted its entries: the count
+        shrinks to what the file holds and :class:`_Shrunk` tells the caller to start over."""
+        want = count * self.ENTRY_SIZE
+        data = os.pread(self._fd, want, start * self.ENTRY_SIZE) if want else b""
+        if len(data) < want:
+            raise self._shrunk()
+        return np.frombuffer(data, dtype=self._DTYPE)
+
+    def _entry_bytes(self, n: int) -> tuple[bytes | mmap.mmap, int]:
+        """A buffer holding entry ``n`` and its offset in it (``struct.unpack_from`` arguments).
+        Read-only: a positioned read; past the end of a file trimmed since open, zero bytes,
+        which every index reads as its empty answer (the base offset, position 0)."""
+        if self._mm is not None:
+            return self._mm, n * self.ENTRY_SIZE
+        data = os.pread(self._fd, self.ENTRY_SIZE, n * self.ENTRY_SIZE) if self._fd >= 0 else b""
+        return data.ljust(self.ENTRY_SIZE, b"\0"), 0
+
+    @classmethod
+    def _field_struct(cls, field: str) -> struct.Struct:
+        return _KEY_STRUCTS[cls._DTYPE.fields[field][0].itemsize]
+
+    def _shrunk(self) -> _Shrunk:
+        """The file was trimmed since open: keep the entries it still holds."""
+        self._entries = min(self._entries, os.fstat(self._fd).st_size // self.ENTRY_SIZE)
+        self._refresh_last()
+        return _Shrunk()
+
+    def _search_pread(self, field: str, target: int, side: Side) -> int:
+        """:func:`_searchsorted` by positioned reads: one key read per step of a binary search
+        until the range fits ``_PREAD_BLOCK``, then one read of the range and ``np.searchsorted``.
+        Like AbstractIndex.indexSlotRangeFor the first key read bounds the warm tail (the last
+        8 KiB of entries, where in-sync readers look), which is then one block. Starts over if
+        the writer trimmed the file meanwhile."""
+        while True:
+            try:
+                return self._search_pread_once(field, target, side)
+            except _Shrunk:
+                continue
+
+    def _search_pread_once(self, field: str, target: int, side: Side) -> int:
+        n = self._entries
+        info = np.iinfo(self._DTYPE.fields[field][0])
+        if n == 0 or self._fd < 0 or target < info.min:
+            return 0
+        if target > info.max:
+            return n
+        es, at = self.ENTRY_SIZE, self._DTYPE.fields[field][1]
+        key = self._field_struct(field)
+        fd, size, unpack, pread = self._fd, key.size, key.unpack, os.pread
+        right = side == "right"
+        block = _PREAD_BLOCK // es
+        lo, hi = 0, n                       # the answer is in [lo, hi]
+        mid = max(0, n - 1 - _WARM_BYTES // es)
+        while hi - lo > block:
+            data = pread(fd, size, mid * es + at)
+            if len(data) < size:
+                raise self._shrunk()
+            k = unpack(data)[0]
+            if k < target or (right and k == target):
+                lo = mid + 1
+            else:
+                hi = mid
+            mid = (lo + hi) >> 1
+        return lo + int(np.searchsorted(self._read_entries(lo, hi - lo)[field], target, side))
 
     def _check_slot(self, n: int) -> None:
         if not 0 <= n < self._entries:
@@ -307,7 +429,12 @@ class AbstractIndex:
         """A native-order copy of the valid entries (for dump and verify tools)."""
         with self._lock:
             self._check_open()
-            view = self._view()
+            while True:
+                try:
+                    view = self._view()
+                    break
+                except _Shrunk:
+                    continue        # trimmed by the writer since open: what the file holds now
             try:
                 return view.astype(self._NATIVE_DTYPE)
             finally:
@@ -316,8 +443,15 @@ class AbstractIndex:
     # -- truncation and size ---------------------------------------------------------------------
 
     def _truncate_to_entries(self, entries: int) -> None:
-        # the bytes of dropped entries stay in the file (as in Kafka) until trimmed or overwritten
-        self._entries = max(0, min(entries, self._entries))
+        entries = max(0, min(entries, self._entries))
+        if self._mm is not None and self._writable and entries < self._entries:
+            # Kafka leaves the bytes of dropped entries in the file until they are trimmed or
+            # overwritten; a reader in another process counts every slot, so they are zeroed:
+            # a zero slot reads as (base offset, position 0), a lower place to scan from, where
+            # a dropped entry would point into the batches appended after the truncation
+            self._mm[entries * self.ENTRY_SIZE:self._entries * self.ENTRY_SIZE] = \
+                bytes((self._entries - entries) * self.ENTRY_SIZE)
+        self._entries = entries
         self._refresh_last()
 
     def truncate(self) -> None:

@@ -59,8 +59,7 @@ class OffsetIndex(AbstractIndex):
         self._last_offset = self._last_entry().offset
 
     def _parse(self, n: int) -> OffsetPosition:
-        assert self._mm is not None
-        rel, position = _ENTRY.unpack_from(self._mm, n * self.ENTRY_SIZE)
+        rel, position = _ENTRY.unpack_from(*self._entry_bytes(n))
         return OffsetPosition(self._base_offset + rel, position)
 
     def _last_entry(self) -> OffsetPosition:

@@ -54,8 +54,7 @@ class TimeIndex(AbstractIndex):
             self._last_entry = self._parse(self._entries - 1)
 
     def _parse(self, n: int) -> TimestampOffset:
-        assert self._mm is not None
-        timestamp, rel = _ENTRY.unpack_from(self._mm, n * self.ENTRY_SIZE)
+        timestamp, rel = _ENTRY.unpack_from(*self._entry_bytes(n))
         return TimestampOffset(timestamp, self._base_offset + rel)
 
     def is_full(self) -> bool:
