@@ -17,7 +17,7 @@ resolve() {  # resolve.sh <pom> <dest> <mvn -D property>
   local tmp="$dest.tmp.$$"
   rm -rf "$tmp"
   echo "kafkalog interop: resolving $dest from Maven Central ($prop)" >&2
-  mvn -q -B -f "$pom" "$prop" "$PLUGIN" -DincludeScope=runtime -DoutputDirectory="$PWD/$tmp" >&2
+  mvn -q -B -Dstyle.color=never -f "$pom" "$prop" "$PLUGIN" -DincludeScope=runtime -DoutputDirectory="$PWD/$tmp" >&2
   touch "$tmp/.complete"
   rm -rf "$dest"
   mv "$tmp" "$dest"

@@ -65,8 +65,13 @@ def local_jars_unavailable() -> str | None:
                     "`make test` or ci/interop/resolve.sh fetches them")
         done = subprocess.run(["bash", str(ROOT / "ci" / "interop" / "resolve.sh")], capture_output=True, text=True)
         if done.returncode != 0 or not _complete(KAFKA_JARS):
-            return f"ci/interop/resolve.sh failed to fetch Kafka {KAFKA_VERSION}:\n{done.stderr[-3000:]}"
+            # mvn is there but failed: an error, not a skip (the suite must run wherever mvn exists)
+            raise ResolveError(f"ci/interop/resolve.sh failed to fetch Kafka {KAFKA_VERSION}:\n{done.stderr[-3000:]}")
     return None
+
+
+class ResolveError(RuntimeError):
+    pass
 
 
 def docker_unavailable() -> str | None:
@@ -435,20 +440,25 @@ class DockerBroker:
 
 # ------------------------------------------------------------------------------ fixtures
 
-KIND, SKIP_REASON = None, None
+KIND, SKIP_REASON, FAIL_REASON = None, None, None
 
 
 def pytest_collection_modifyitems(config, items):
     """Decide once, after collection, whether this run has a broker (only when interop tests were
     selected: resolving jars or probing Docker is not free)."""
-    global KIND, SKIP_REASON
+    global KIND, SKIP_REASON, FAIL_REASON
     if any(Path(str(i.fspath)).is_relative_to(Path(__file__).parent) for i in items):
-        KIND, SKIP_REASON = _choose()
+        try:
+            KIND, SKIP_REASON = _choose()
+        except ResolveError as e:
+            FAIL_REASON = str(e)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _broker_available():
     """First of every fixture of this directory: skip the test when no broker can run."""
+    if FAIL_REASON:
+        pytest.fail(FAIL_REASON)
     if SKIP_REASON:
         pytest.skip(SKIP_REASON)
 

@@ -564,3 +564,26 @@ def test_dump_log_segments_accepts_what_kafkalog_wrote(local_broker, tmp_path):
             assert bad not in out, (flags, bad, out[-3000:])
     deep = local_broker.dump_log_segments("--files", names, "--deep-iteration").stdout
     assert deep.count("isTransactional: true") >= 2 and "endTxnMarker: COMMIT" in deep and "ABORT" in deep
+
+
+def test_a_killed_broker_recovers_what_kafkalog_wrote(local_broker, tmp_path):
+    """No clean-shutdown marker: the restarted broker recovers the partition from its recovery
+    point (0 for a topic that had no data), i.e. ``LogSegment.recover`` validates every batch
+    kafkalog wrote and rebuilds the indexes, and truncates nothing (LogLoader)."""
+    broker = local_broker
+    create_topic(broker, "kl_recovered", 1)
+    local = tmp_path / "kafkalog"
+    committed, everything = write_engine_log(local / "kl_recovered-0")
+    broker.kill()
+    replace_partition_files(broker, local / "kl_recovered-0", "kl_recovered-0")
+    for f in (broker.log_dir / "kl_recovered-0").glob("*.index"):     # recovered even were the marker there
+        f.unlink()
+    broker.restart()
+    recovered = [line for line in broker.log_text().splitlines() if "kl_recovered-0" in line]
+    assert any("rebuilding producer state from offset 0" in line for line in recovered), "\n".join(recovered)
+    assert not any("Found invalid messages" in line or "truncat" in line.lower() for line in recovered), \
+        "\n".join(recovered)
+    start, end = list_offsets(broker, "kl_recovered", 1)
+    assert (start[0], end[0]) == (0, log_end_offset(local / "kl_recovered-0"))
+    assert consume(broker, "kl_recovered", 1, "read_committed") == committed
+    assert consume(broker, "kl_recovered", 1, "read_uncommitted") == everything
