@@ -441,6 +441,8 @@ class DockerBroker:
 # ------------------------------------------------------------------------------ fixtures
 
 KIND, SKIP_REASON, FAIL_REASON = None, None, None
+_SKIP_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+                  if line.startswith("def _broker_available"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -452,6 +454,16 @@ def pytest_collection_modifyitems(config, items):
             KIND, SKIP_REASON = _choose()
         except ResolveError as e:
             FAIL_REASON = str(e)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """One skip line for the whole suite: every skip for SKIP_REASON is reported at this file's
+    location, so that ``-ra`` folds them into a single "SKIPPED [N] ...: reason"."""
+    outcome = yield
+    rep = outcome.get_result()
+    if SKIP_REASON and rep.skipped and isinstance(rep.longrepr, tuple) and SKIP_REASON in str(rep.longrepr[2]):
+        rep.longrepr = (__file__, _SKIP_LINE, rep.longrepr[2])
 
 
 @pytest.fixture(scope="session", autouse=True)
