@@ -334,8 +334,11 @@ def test_sparks_kafka_source_returns_what_format_kafkalog_returns(broker_topic, 
     """Spark's own Kafka source (spark-sql-kafka-0-10, through the broker) and ``format("kafkalog")``
     (the broker's files) on the same topic: the same rows, every column, headers included."""
     if not spark.conf.get("spark.jars", ""):
-        pytest.fail("the shared SparkSession has no spark.jars: Spark's Kafka connector was not resolved "
-                    "(ci/interop/resolve.sh)")
+        why = ("the shared SparkSession has no spark.jars: Spark's Kafka connector was not resolved "
+               "(ci/interop/resolve.sh)")
+        if shutil.which("mvn"):
+            pytest.fail(why)
+        pytest.skip(why)                          # the Docker path, on a machine without Maven
     for isolation in ("read_committed", "read_uncommitted"):
         theirs = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
                   .option("subscribe", "from_broker").option("startingOffsets", "earliest")
