@@ -1,12 +1,13 @@
 # Two commands set everything up on a fresh machine (Python 3.11+ and Java 17+ are all it needs):
 #   make demo   - create .venv, install kafkalog and its dependencies, run the demo end to end
-#   make test   - the same set-up, then the whole test suite
+#   make test   - the same set-up, then the whole test suite (first fetching Apache Kafka's and
+#                 Spark's Kafka connector's jars from Maven Central for tests/interop, when mvn exists)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench check-java clean
+.PHONY: demo test bench check-java interop-jars clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "kafkalog needs Python 3.11 or newer, found " + sys.version.split()[0]'
@@ -21,7 +22,11 @@ check-java:
 demo: $(STAMP) check-java
 	$(PY) examples/demo.py
 
-test: $(STAMP) check-java
+# Into .interop/ (git-ignored), reused offline once complete; KAFKALOG_KAFKA_VERSION picks the broker.
+interop-jars:
+	@ci/interop/resolve.sh
+
+test: $(STAMP) check-java interop-jars
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
@@ -31,4 +36,4 @@ bench: $(STAMP)
 	$(PY) bench/spark_write.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .interop

@@ -7,19 +7,38 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
+# Spark's Kafka connector, resolved by ci/interop/resolve.sh (tests/interop compares Spark's own
+# Kafka source with kafkalog). Put on the shared session's classpath only when interop tests were
+# selected, so that the rest of the suite's Spark tests run on pyspark's own jars.
+SPARK_KAFKA_JARS = (Path(__file__).resolve().parents[1] / ".interop"
+                    / f"spark-kafka-{os.environ.get('KAFKALOG_SPARK_KAFKA_VERSION', '4.2.0')}")
+
+
+def _connector_jars(session) -> list[str]:
+    interop = Path(__file__).resolve().parent / "interop"
+    if not (SPARK_KAFKA_JARS / ".complete").is_file():
+        return []
+    if not any(Path(str(i.fspath)).is_relative_to(interop) for i in session.items):
+        return []
+    return sorted(str(p) for p in SPARK_KAFKA_JARS.glob("*.jar"))
+
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(request):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     import kafka_log_source
 
-    session = (SparkSession.builder.master("local[2]").appName("kafkalog-tests")
+    builder = SparkSession.builder
+    if jars := _connector_jars(request.session):
+        builder = builder.config("spark.jars", ",".join(jars))
+    session = (builder.master("local[2]").appName("kafkalog-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")

@@ -33,7 +33,7 @@ def dist(tmp_path_factory) -> Path:
     # .venv/ or demo-data/ lying around
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".venv", ".git", "build", "dist", "*.egg-info", "demo-data", "__pycache__",
-        ".pytest_cache", ".ruff_cache", ".hypothesis"))
+        ".pytest_cache", ".ruff_cache", ".hypothesis", ".interop"))
     run = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation",
                           "--outdir", str(out), str(src)], capture_output=True, text=True,
                          timeout=300)
