@@ -31,6 +31,7 @@ from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, parse_topic_partition_dir, validate_topic_name)
 from .config import INT_MAX, LONG_MAX, LogConfig
+from .data_files import check_partition_dir
 from .errors import (CorruptRecordError, InvalidConfigError, InvalidOffsetError, KafkaLogError,
                      LogLockedError, OffsetOutOfRangeError, OffsetOverflowError,
                      RecordTooLargeError)
@@ -191,6 +192,8 @@ class Log:
             path.mkdir(parents=True)
         elif not path.is_dir():
             raise KafkaLogError(f"{path} is not a directory")
+        # no symlink followed by what recovery writes, no FIFO opened by a reader
+        check_partition_dir(path, writer=not read_only)
         log_ = cls(path, config or LogConfig(), read_only=read_only, clock=clock,
                    had_clean_shutdown=had_clean_shutdown)
         try:
@@ -1038,21 +1041,27 @@ class Log:
         larger first batch is let through with ``min_one_message``), continuing into the next
         segments until the budget is spent; a broker's fetch stops at a segment's end, a reader
         here does not need to."""
+        parts = [data for _, _, data in self._read_parts(offset, max_bytes, min_one_message)]
+        return b"".join(parts) if len(parts) != 1 else parts[0]
+
+    def _read_parts(self, offset: int, max_bytes: int, min_one_message: bool = True
+                    ) -> list[tuple[LogSegment, int, bytes]]:
+        """``read_raw``'s bytes as ``(segment, file position, bytes)`` per segment read."""
         with self._lock:
             self._check_in_range(offset)
             segments = self._segments[self._segment_for(offset):]
-        parts: list[bytes] = []
+        parts: list[tuple[LogSegment, int, bytes]] = []
         budget = max_bytes
         for seg in segments:
             got = seg.read(offset, budget, min_one_message=min_one_message and not parts)
             if got is None:
                 continue
             position, data = got
-            parts.append(data)
+            parts.append((seg, position, data))
             budget -= len(data)
             if budget <= 0 or position + len(data) < seg.size:
                 break                       # out of budget inside this segment: no skipping
-        return b"".join(parts) if len(parts) != 1 else parts[0]
+        return parts
 
     def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
              isolation: str = "read_uncommitted") -> pa.Table:
@@ -1087,12 +1096,10 @@ class Log:
             upper = min(upper, max_offset)
         if offset >= upper:
             return FetchResult(empty_table(), offset)
-        raw = self.read_raw(offset, max_bytes=max_bytes)
-        if not raw:
+        table, run_next = self._decode_parts(self._read_parts(offset, max_bytes), max_bytes)
+        if run_next < 0:
             return FetchResult(empty_table(), offset)
-        run = decode_run(raw, source=str(self.dir))
-        table = run.table
-        next_offset = max(offset, min(upper, run.next_offset))
+        next_offset = max(offset, min(upper, run_next))
         # offsets increase through a log: the wanted rows are one slice (zero copy)
         offsets = table.column("offset").to_numpy()
         lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
@@ -1108,6 +1115,32 @@ class Log:
                 mask = pa.array(~_aborted_mask(table, aborted))
                 keep = mask if keep is None else pc.and_(keep, mask)
         return FetchResult(table if keep is None else table.filter(keep), next_offset)
+
+    def _decode_parts(self, parts: list[tuple[LogSegment, int, bytes]], max_bytes: int
+                      ) -> tuple[pa.Table, int]:
+        """The records of ``_read_parts``' bytes and the offset after the last batch decoded
+        (-1: none). Decoding stops after the batch whose records take the decoded size to
+        ``max_bytes``: a fetch's bytes bound its table too, whatever the compression ratio (a
+        few kilobytes of zstd can hold a gigabyte of records). Errors name the segment file and
+        the byte position in it."""
+        tables: list[pa.Table] = []
+        next_offset = -1
+        budget = max_bytes
+        for seg, position, data in parts:
+            try:
+                run = decode_run(data, max_decoded=max(budget, 0),
+                                 max_decompressed=default_max_decompressed(self.config.max_message_bytes))
+            except CorruptRecordError as e:
+                raise e.located(source=str(seg.log_path), base_position=position) from e.__cause__
+            if run.batches:
+                tables.append(run.table)
+                next_offset = run.next_offset
+            budget -= run.decoded_bytes
+            if budget <= 0 or run.partial:
+                break
+        if not tables:
+            return empty_table(), next_offset
+        return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), next_offset
 
     def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
                               fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

@@ -25,6 +25,21 @@ MIN_RECORD_SIZE = 7                            # length varint + the six one-byt
 DEFAULT_MAX_MESSAGE_BYTES = 1048588            # max.message.bytes
 
 
+# Largest batch read from a file, whatever its header claims: max.message.bytes, but never below
+# 64 MiB. Kafka's LogSegment.recover keeps any batch whose CRC holds whatever max.message.bytes
+# says now (a topic's limit can be lowered after batches were written, and a copy of a broker's
+# data is often opened with default configs), so a limit as low as the default would truncate
+# real data; 64 MiB is far above any batch a broker writes by default and keeps the memory a
+# hostile header can cost bounded. A larger claim is corruption, found before any allocation
+# (ByteBufferLogInputStream's "exceeds the largest allowable message size").
+MAX_BATCH_SIZE_FLOOR = 64 << 20
+
+
+def max_batch_read_size(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """The largest size field a reader of files accepts (see ``MAX_BATCH_SIZE_FLOOR``)."""
+    return max(max_message_bytes, MAX_BATCH_SIZE_FLOOR)
+
+
 def default_max_decompressed(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
     """Largest decompressed batch accepted before refusing it as a likely decompression bomb:
     128 x max.message.bytes (about 128 MiB by default), far above real compression ratios."""
