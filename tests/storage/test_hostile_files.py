@@ -393,3 +393,25 @@ def test_peak_memory_of_every_operation_on_every_hostile_file(tmp_path, kind, op
     else:
         result = cli(tmp_path, "recover", str(d))
     assert_clean_exit(result, named=str(hostile) if kind != "zstd_bomb" else None)
+
+
+def test_fifo_or_symlink_as_a_data_dir_checkpoint_is_refused(tmp_path):
+    """The root's checkpoints are read and written by every partition's open: a FIFO there is
+    refused (it would block the read), a link refused by a writer (read through by a reader)."""
+    root = tmp_path / "data"
+    d = root / "t-0"
+    write_partition(d)
+    cp = root / "recovery-point-offset-checkpoint"
+    outside = tmp_path / "outside-checkpoint"
+    shutil.move(cp, outside)
+    before = outside.read_bytes()
+    cp.symlink_to(outside)
+    with pytest.raises(UnsafeFileError, match=f"{cp} is a symbolic link"):
+        Log.open(d)
+    with Log.open(d, read_only=True) as log:
+        assert log.log_end_offset == 30
+    assert outside.read_bytes() == before
+    cp.unlink()
+    os.mkfifo(cp)
+    rc, _, err, _ = library("open_ro", d, tmp_path)
+    assert rc == 3 and f"{cp} is a FIFO" in err, err
