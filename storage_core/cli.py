@@ -109,7 +109,8 @@ from .format import legacy
 from .format.compression import CompressionType, decompress
 from .format.control import ControlRecordType, EndTransactionMarker
 from .format.log_input_stream import (BatchInfo, LogInputStream, batch_payload,
-                                      default_max_decompressed, max_batch_read_size)
+                                      default_max_decompressed, max_batch_read_size,
+                                      max_records_per_batch, too_many_records)
 from .format.record_batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
                                   compute_crc, decode_record, decrement_sequence)
 from .index import OffsetIndex, TimeIndex
@@ -221,6 +222,8 @@ def _records(buf, b: BatchInfo) -> list[tuple[Record, int | None, bool | None]]:
     limit = default_max_decompressed()
     if b.magic >= 2:
         h = b.header
+        if h.records_count > max_records_per_batch(limit):
+            raise too_many_records(h.records_count, limit, position=b.position, offset=h.base_offset)
         try:
             payload = batch_payload(buf, b, max_decompressed=limit)
         except CorruptRecordError as e:
@@ -799,7 +802,7 @@ def _verify_log(path: Path, p: _Problems) -> str:
                 batches += 1
         except CorruptRecordError as e:
             p.count += 1
-            p.items.append(str(e))                   # names the file and the position
+            p.items.append(str(e if e.source else e.located(source=str(path))))  # file, position
             return ""
         except KafkaLogError as e:                   # e.g. an unknown compression codec
             p.add(f"position {stream.position}", str(e))

@@ -24,7 +24,8 @@ from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
-                               default_max_decompressed, scan_batches)
+                               default_max_decompressed, max_records_per_batch, scan_batches,
+                               too_many_records)
 from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
                            CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
                            TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
@@ -176,6 +177,11 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
         raise _corrupt(f"Batch claims {int(counts[i])} records in "
                        f"{int(size[i]) - RECORD_BATCH_OVERHEAD} bytes of records", scan.info(i),
                        source)
+    dense = np.flatnonzero(counts > max_records_per_batch(limit))
+    if dense.size:
+        info = scan.info(int(dense[0]))
+        raise too_many_records(info.header.records_count, limit, position=info.position,
+                               offset=info.header.base_offset, source=source)
     if not codec.any():
         record_bytes = np.cumsum(size - RECORD_BATCH_OVERHEAD)
         used = len(scan)

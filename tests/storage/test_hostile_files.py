@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 from storage_core.config import LogConfig
-from storage_core.errors import CorruptRecordError, UnsafeFileError
+from storage_core.errors import CorruptRecordError, RecordTooLargeError, UnsafeFileError
 from storage_core.format import encode_batches
 from storage_core.log import Log
 
@@ -68,6 +68,18 @@ def zstd_bomb_partition(root: Path) -> Path:
     with Log.open(d) as log:
         for _ in range(4):
             log.append_raw(bytes(one))
+    return d
+
+
+def dense_batch_partition(root: Path) -> Path:
+    """One zstd batch of two million empty records: 1.6 MB on disk, 14 MB decompressed (under
+    the per-batch cap), but every record costs tens of bytes decoded (hundreds as a tool's
+    Record object): more records than the cap allows a batch to decode to."""
+    d = root / "dense-0"
+    batch = encode_batches(pa.table({"value": pa.array([b""] * 2_000_000, pa.binary())}),
+                           compression="zstd", max_batch_bytes=1 << 30)
+    with Log.open(d, LogConfig(max_message_bytes=8 << 20)) as log:   # a writer that allowed it
+        log.append_raw(bytes(batch))
     return d
 
 
@@ -322,6 +334,18 @@ def test_read_of_zstd_bomb_stops_after_the_batch_that_crosses_max_bytes(tmp_path
         assert rows == 80
 
 
+def test_batch_of_millions_of_tiny_records_is_refused_before_decompressing(tmp_path):
+    d = dense_batch_partition(tmp_path)
+    log_file = d / f"{SEG}.log"
+    with Log.open(d, read_only=True) as log:
+        with pytest.raises(RecordTooLargeError, match="claims 2000000 records") as e:
+            log.read(0, max_bytes=64 << 10)
+    assert e.value.source == str(log_file) and e.value.position == 0
+    rc, out, _, rss = cli(tmp_path, "verify", str(log_file))
+    assert rc == 1 and "claims 2000000 records" in out and str(log_file) in out, out
+    assert rss < MEMORY_LIMIT
+
+
 def test_decoded_bound_keeps_small_uncompressed_reads_whole(tmp_path):
     d = tmp_path / "t-0"
     write_partition(d, batches=5, records=100)
@@ -362,6 +386,9 @@ def _hostile(kind: str, root: Path) -> tuple[Path, Path]:
     if kind == "zstd_bomb":
         d = zstd_bomb_partition(root)
         return d, d / f"{SEG}.log"
+    if kind == "dense_batch":
+        d = dense_batch_partition(root)
+        return d, d / f"{SEG}.log"
     if kind == "sparse_index":
         d = sparse_index_partition(root)
         return d, d / f"{SEG}.index"
@@ -376,7 +403,8 @@ _NEEDS_INDEX_BOUND = pytest.mark.xfail(strict=False, reason="needs h16a index bo
 OPS = ["open", "open_ro", "read", "verify", "dump", "recover"]
 CASES = [pytest.param(kind, op, marks=_NEEDS_INDEX_BOUND if kind == "sparse_index" and op in (
     "verify", "dump") else ())
-         for kind in ("huge_claim", "zstd_bomb", "sparse_index", "fifo", "symlink") for op in OPS]
+         for kind in ("huge_claim", "zstd_bomb", "dense_batch", "sparse_index", "fifo", "symlink")
+         for op in OPS]
 
 
 @pytest.mark.parametrize("kind,op", CASES)
