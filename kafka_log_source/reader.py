@@ -25,8 +25,10 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructField, StructType, TimestampType)
 
 from storage_core.config import LogConfig
-from storage_core.errors import KafkaLogError
+from storage_core.errors import CorruptRecordError, KafkaLogError
 from storage_core.format import decode_run
+from storage_core.format.columnar import DecodedRun
+from storage_core.format.log_input_stream import max_batch_read_size
 from storage_core.segment import LogSegment
 
 from .catalog import current_log_start, open_partition
@@ -173,12 +175,12 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
                 # max_bytes, decoded without copying (a partial last batch is read again next)
                 first = max(p.max_bytes, found.size if found is not None else 0)
                 data = seg.read_bytes(position, first)
-                run = decode_run(data, source=str(seg.log_path), check_order=True)
+                run = _decode(seg, data, position, p.max_bytes)
                 if run.batches == 0:
                     if len(data) < first:
                         break                            # a batch still being written
                     data = seg.read_bytes(position, _batch_size(data))
-                    run = decode_run(data, source=str(seg.log_path), check_order=True)
+                    run = _decode(seg, data, position, p.max_bytes)
                     if run.batches == 0:
                         break
                 found = None
@@ -232,6 +234,18 @@ def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
             offset = r.next_offset
         if p.end > log_.log_end_offset:
             _data_lost(p, log_.log_end_offset, p.end, "the log ends before it")
+
+
+def _decode(seg: LogSegment, data: bytes, position: int, max_bytes: int) -> DecodedRun:
+    """The batches of ``data`` (read at ``position`` of ``seg``), decoded up to the batch whose
+    records reach ``max_bytes`` (a decompression bomb's table stays bounded; the next read
+    starts after it). A size claim above the readers' limit is refused before anything is
+    read for it; errors name the segment file and the byte position in it."""
+    try:
+        return decode_run(data, max_decoded=max_bytes, check_order=True,
+                          max_batch_size=max_batch_read_size(seg.config.max_message_bytes))
+    except CorruptRecordError as e:
+        raise e.located(source=str(seg.log_path), base_position=position) from e.__cause__
 
 
 def _batch_size(data: bytes) -> int:

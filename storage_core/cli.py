@@ -104,12 +104,14 @@ from .checkpoints import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER
                           parse_leader_epoch_checkpoint, parse_offset_checkpoint,
                           parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str,
                           without_invalid_topics)
+from .data_files import file_problem, open_data_file
 from .errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from .format import legacy
 from .format.compression import CompressionType, decompress
 from .format.control import ControlRecordType, EndTransactionMarker
 from .format.log_input_stream import (BatchInfo, LogInputStream, batch_payload,
-                                      default_max_decompressed)
+                                      default_max_decompressed, max_batch_read_size,
+                                      max_records_per_batch, too_many_records)
 from .format.record_batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
                                   compute_crc, decode_record, decrement_sequence)
 from .index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex
@@ -126,6 +128,10 @@ _TXN_ENTRY = struct.Struct(">hqqqq")        # AbortedTxn: version, pid, first, l
 _SEGMENT_NAME = re.compile(r"[0-9]{20}\.log")
 
 
+# the tools read files without a topic config: Kafka's default limit, floored as any reader's is
+_MAX_BATCH = max_batch_read_size()
+
+
 class _UsageError(Exception):
     """A command line or I/O problem: exit status 2."""
 
@@ -134,14 +140,23 @@ class _UsageError(Exception):
 
 @contextmanager
 def _mapped(path: str | os.PathLike[str]) -> Iterator[memoryview | bytes]:
-    """The file's bytes, mapped read-only (never written, never created)."""
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        if size == 0:
+    """The file's bytes, mapped read-only (never written, never created; a FIFO or device
+    refused by ``open_data_file``, never opened for reading)."""
+    fd = open_data_file(path, os.O_RDONLY, follow_symlinks=True)
+    try:
+        if os.fstat(fd).st_size == 0:
             yield b""
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
             yield m
+    finally:
+        os.close(fd)
+
+
+def _read_file(path: str | os.PathLike[str]) -> bytes:
+    """The whole of a small file (txn index, snapshot, checkpoint), regular files only."""
+    with _mapped(path) as buf:
+        return bytes(buf)
 
 
 def _java_file(arg: str) -> str:
@@ -197,7 +212,7 @@ def _first_batch(buf, pos: int, end: int) -> BatchInfo | None:
     if pos < 0 or pos >= min(end, len(buf)):
         return None
     try:
-        return LogInputStream(buf, pos, end).next_batch()
+        return LogInputStream(buf, pos, end, max_batch_size=_MAX_BATCH).next_batch()
     except CorruptRecordError:
         return None
 
@@ -209,6 +224,8 @@ def _records(buf, b: BatchInfo) -> list[tuple[Record, int | None, bool | None]]:
     limit = default_max_decompressed()
     if b.magic >= 2:
         h = b.header
+        if h.records_count > max_records_per_batch(limit):
+            raise too_many_records(h.records_count, limit, position=b.position, offset=h.base_offset)
         try:
             payload = batch_payload(buf, b, max_decompressed=limit)
         except CorruptRecordError as e:
@@ -498,7 +515,7 @@ class _Dump:
             end = min(len(buf), max_bytes)          # FileRecords.slice(0, maxBytes)
             valid = 0
             last_offset = -1
-            for b in LogInputStream(buf, 0, end, source=file):
+            for b in LogInputStream(buf, 0, end, source=file, max_batch_size=_MAX_BATCH):
                 self.batch_line(buf, b, valid, file)
                 if self.deep:
                     for r, crc, crc_ok in _records(buf, b):
@@ -669,7 +686,7 @@ class _Dump:
                 if offset == start and i > 0:
                     return
                 found = None
-                for b in LogInputStream(buf, lookup.position(offset), len(buf)):
+                for b in LogInputStream(buf, lookup.position(offset), len(buf), max_batch_size=_MAX_BATCH):
                     if b.last_offset >= offset:
                         found = b
                         break
@@ -692,8 +709,7 @@ class _Dump:
     # -- .snapshot ------------------------------------------------------------------------------
 
     def dump_producer_snapshot(self, file: str) -> None:
-        with open(file, "rb") as f:
-            data = f.read()
+        data = _read_file(file)
         try:
             entries = decode_snapshot(data)
         except KafkaLogError as e:
@@ -725,8 +741,7 @@ class _Dump:
     # -- .txnindex ------------------------------------------------------------------------------
 
     def dump_txn_index(self, file: str) -> None:
-        with open(file, "rb") as f:
-            data = f.read()
+        data = _read_file(file)
         txns = []
         for pos in range(0, len(data) - len(data) % _TXN_ENTRY.size, _TXN_ENTRY.size):
             _, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
@@ -822,7 +837,7 @@ def _verify_log(path: Path, p: _Problems) -> str:
     if _SEGMENT_NAME.fullmatch(path.name):
         return _verify_segment_log(path, p)
     with _mapped(path) as buf:
-        stream = LogInputStream(buf, verify=True, source=str(path))
+        stream = LogInputStream(buf, verify=True, source=str(path), max_batch_size=_MAX_BATCH)
         batches = records = 0
         try:
             for b in stream:
@@ -830,7 +845,7 @@ def _verify_log(path: Path, p: _Problems) -> str:
                 batches += 1
         except CorruptRecordError as e:
             p.count += 1
-            p.items.append(str(e))                   # names the file and the position
+            p.items.append(str(e if e.source else e.located(source=str(path))))  # file, position
             return ""
         except KafkaLogError as e:                   # e.g. an unknown compression codec
             p.add(f"position {stream.position}", str(e))
@@ -961,7 +976,7 @@ def _verify_time_index(path: Path, p: _Problems) -> str:
                 first = _first_batch(buf, start, len(buf))
                 if first is not None and first.base_offset > offset:
                     start = 0          # the offset index is wrong here (reported on its own)
-                for b in LogInputStream(buf, start, len(buf)):
+                for b in LogInputStream(buf, start, len(buf), max_batch_size=_MAX_BATCH):
                     if b.last_offset >= offset:
                         found = b
                         break
@@ -996,7 +1011,7 @@ def _verify_txn_index(path: Path, p: _Problems) -> str:
     except KafkaLogError as e:
         p.add("name", str(e))
         return ""
-    data = path.read_bytes()
+    data = _read_file(path)
     size = _TXN_ENTRY.size
     n = len(data) // size
     prev_last = None
@@ -1026,7 +1041,7 @@ def _verify_txn_index(path: Path, p: _Problems) -> str:
 
 
 def _verify_snapshot(path: Path, p: _Problems) -> str:
-    data = path.read_bytes()
+    data = _read_file(path)
     try:
         entries = decode_snapshot(data)
     except KafkaLogError as e:
@@ -1048,7 +1063,7 @@ def _verify_snapshot(path: Path, p: _Problems) -> str:
 
 def _verify_text(path: Path, p: _Problems,
                  parse: Callable[[str], Any], describe: Callable[[Any], str]) -> str:
-    data = path.read_bytes()
+    data = _read_file(path)
     try:
         text = data.decode("utf-8")
         return describe(parse(text))
@@ -1130,14 +1145,35 @@ def _known(path: Path) -> bool:
             or name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE, CLEAN_SHUTDOWN_FILE))
 
 
+def _listed(root: Path) -> list[Path]:
+    """Every entry under ``root`` named like a Kafka file, whatever its kind (a FIFO, a link or a
+    directory so named is reported, not skipped), and every symlinked partition directory;
+    links are never entered."""
+    found = []
+    for d, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(d, name)
+            if _known(path) or (name in dirs and path.is_symlink() and _partition_name(name)):
+                found.append(path)
+    return sorted(found)
+
+
+def _partition_name(name: str) -> bool:
+    try:
+        parse_topic_partition_dir(name)
+        return True
+    except KafkaLogError:
+        return False
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     files: list[Path] = []
     for name in args.paths:
         p = Path(name)
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             raise FileNotFoundError(f"No such file or directory: {name}")
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.is_file() and _known(f)))
+        if p.is_dir() and not p.is_symlink():
+            files.extend(_listed(p))
         else:
             files.append(p)
     bad = io_errors = skipped = 0
@@ -1145,7 +1181,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for i, path in enumerate(files, 1):
         problems = _Problems(path)
         try:
-            summary = _verify_file(path, problems)
+            unsafe = file_problem(path)     # what a writable open refuses: never read
+            if unsafe is not None:
+                problems.count += 1
+                problems.items.append(unsafe)
+                summary = ""
+            else:
+                summary = _verify_file(path, problems)
         except KafkaLogError as e:           # anything the checks above did not place
             problems.add("whole file", str(e))
             summary = ""

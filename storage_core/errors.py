@@ -114,3 +114,9 @@ class LogCleaningError(KafkaLogError):
     def __init__(self, message: str, *, log: object | None = None) -> None:
         self.log = log
         super().__init__(message)
+
+
+class UnsafeFileError(KafkaLogError):
+    """A file named like one of a partition's (segment, index, snapshot, checkpoint) or a
+    partition directory that is a symbolic link or not a regular file (a FIFO, a directory, a
+    device): refused rather than followed or opened; the message names the path."""

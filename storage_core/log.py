@@ -33,6 +33,7 @@ from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
                           topic_id_to_str, validate_topic_name, without_invalid_topics)
 from .config import INT_MAX, LONG_MAX, LogConfig
+from .data_files import check_partition_dir
 from .errors import (CorruptRecordError, InconsistentTopicIdError, InvalidConfigError,
                      InvalidOffsetError, KafkaLogError, LogLockedError, OffsetOutOfRangeError,
                      OffsetOverflowError, RecordTooLargeError)
@@ -204,6 +205,8 @@ class Log:
             path.mkdir(parents=True)
         elif not path.is_dir():
             raise KafkaLogError(f"{path} is not a directory")
+        # no symlink followed by what recovery writes, no FIFO opened by a reader
+        check_partition_dir(path, writer=not read_only)
         log_ = cls(path, config or LogConfig(), read_only=read_only, clock=clock,
                    had_clean_shutdown=had_clean_shutdown)
         try:
@@ -1166,21 +1169,27 @@ class Log:
         larger first batch is let through with ``min_one_message``), continuing into the next
         segments until the budget is spent; a broker's fetch stops at a segment's end, a reader
         here does not need to."""
+        parts = [data for _, _, data in self._read_parts(offset, max_bytes, min_one_message)]
+        return b"".join(parts) if len(parts) != 1 else parts[0]
+
+    def _read_parts(self, offset: int, max_bytes: int, min_one_message: bool = True
+                    ) -> list[tuple[LogSegment, int, bytes]]:
+        """``read_raw``'s bytes as ``(segment, file position, bytes)`` per segment read."""
         with self._lock:
             self._check_in_range(offset)
             segments = self._segments[self._segment_for(offset):]
-        parts: list[bytes] = []
+        parts: list[tuple[LogSegment, int, bytes]] = []
         budget = max_bytes
         for seg in segments:
             got = seg.read(offset, budget, min_one_message=min_one_message and not parts)
             if got is None:
                 continue
             position, data = got
-            parts.append(data)
+            parts.append((seg, position, data))
             budget -= len(data)
             if budget <= 0 or position + len(data) < seg.size:
                 break                       # out of budget inside this segment: no skipping
-        return b"".join(parts) if len(parts) != 1 else parts[0]
+        return parts
 
     def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
              isolation: str = "read_uncommitted") -> pa.Table:
@@ -1215,9 +1224,10 @@ class Log:
             upper = min(upper, max_offset)
         if offset >= upper:
             return FetchResult(empty_table(), offset)
-        raw = self.read_raw(offset, max_bytes=max_bytes)
-        if self.read_only and (self._reader_view_out_of_date(segments, bases, offset, len(raw))
-                               or not raw and offset < self._log_end_offset):
+        parts = self._read_parts(offset, max_bytes)
+        read = sum(len(data) for _, _, data in parts)
+        if self.read_only and (self._reader_view_out_of_date(segments, bases, offset, read)
+                               or not parts and offset < self._log_end_offset):
             # (nothing at an offset below the end: the files were rewritten under the view)
             self._relist_reader_view(offset)
             if offset >= self.log_start_offset:
@@ -1225,13 +1235,13 @@ class Log:
                 return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
             # retention moved the log start past it: the records read are still the ones
             # written at those offsets (a consumer would skip forward on its next fetch)
-            if not raw:
+            if not parts:
                 self._check_in_range(offset)        # OffsetOutOfRangeError
-        if not raw:
+        decoded, run_next = self._decode_parts(parts, max_bytes)
+        if run_next < 0:
             return FetchResult(empty_table(), offset)
-        run = decode_run(raw, source=str(self.dir), check_order=True)
-        table = run.table
-        next_offset = max(offset, min(upper, run.next_offset))
+        table = decoded
+        next_offset = max(offset, min(upper, run_next))
         # offsets increase through a log: the wanted rows are one slice (zero copy)
         offsets = table.column("offset").to_numpy()
         lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
@@ -1244,7 +1254,7 @@ class Log:
             # a reader cannot tell a segment without .txnindex (no abort in it) from one whose
             # index is missing (a copy of the .log files): it takes the aborts from the
             # markers themselves, as recovery rebuilds the index, never from the index
-            aborted_rows = self._aborted_by_markers(run.table, segments, run.next_offset)[lo:hi]
+            aborted_rows = self._aborted_by_markers(decoded, segments, run_next)[lo:hi]
             if aborted_rows.any():
                 mask = pa.array(~aborted_rows)
                 keep = mask if keep is None else pc.and_(keep, mask)
@@ -1318,6 +1328,32 @@ class Log:
             hit = nxt < len(at)
             aborted[rows[hit]] = is_abort[nxt[hit]]
         return aborted
+
+    def _decode_parts(self, parts: list[tuple[LogSegment, int, bytes]], max_bytes: int
+                      ) -> tuple[pa.Table, int]:
+        """The records of ``_read_parts``' bytes and the offset after the last batch decoded
+        (-1: none). Decoding stops after the batch whose records take the decoded size to
+        ``max_bytes``: a fetch's bytes bound its table too, whatever the compression ratio (a
+        few kilobytes of zstd can hold a gigabyte of records). Errors name the segment file and
+        the byte position in it."""
+        tables: list[pa.Table] = []
+        next_offset = -1
+        budget = max_bytes
+        for seg, position, data in parts:
+            try:
+                run = decode_run(data, max_decoded=max(budget, 0), check_order=True,
+                                 max_decompressed=default_max_decompressed(self.config.max_message_bytes))
+            except CorruptRecordError as e:
+                raise e.located(source=str(seg.log_path), base_position=position) from e.__cause__
+            if run.batches:
+                tables.append(run.table)
+                next_offset = run.next_offset
+            budget -= run.decoded_bytes
+            if budget <= 0 or run.partial:
+                break
+        if not tables:
+            return empty_table(), next_offset
+        return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), next_offset
 
     def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
                               fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

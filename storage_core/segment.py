@@ -21,9 +21,11 @@ from typing import Iterator
 import numpy as np
 
 from .config import LogConfig
+from .data_files import open_data_file
 from .errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
 from .format import _kernels
-from .format.log_input_stream import BatchArrays, BatchInfo, LogInputStream, scan_batches
+from .format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
+                                      scan_batches)
 from .format.record_batch import HEADER_SIZE_UP_TO_MAGIC
 from .index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 
@@ -90,14 +92,14 @@ class LogSegment:
         exists = self.log_path.exists()
         prealloc = config.preallocate if preallocate is None else preallocate
         if writable:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o666)
+            self._fd = open_data_file(self.log_path, os.O_RDWR | os.O_CREAT, 0o666)
             size = os.fstat(self._fd).st_size
             if not exists and prealloc:
                 # FileRecords.openChannel: preallocate the segment, track the logical size
                 os.posix_fallocate(self._fd, 0, config.segment_bytes)
                 size = 0
         else:
-            self._fd = os.open(self.log_path, os.O_RDONLY)
+            self._fd = open_data_file(self.log_path, os.O_RDONLY, follow_symlinks=True)
             size = os.fstat(self._fd).st_size
         self._size = size
         self._preallocated = writable and not exists and prealloc
@@ -109,7 +111,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(paths[TXN_INDEX_SUFFIX], base_offset)
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp: int | None = None
-        self.created_ms = created_ms if created_ms is not None else int(os.stat(self.log_path).st_mtime * 1000)
+        self.created_ms = created_ms if created_ms is not None else int(os.fstat(self._fd).st_mtime * 1000)
         jitter = config.segment_jitter_ms
         self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(2**31) % min(jitter, config.segment_ms)
         self._max_ts: tuple[int, int] | None = None    # (max timestamp so far, its shallow offset)
@@ -149,11 +151,14 @@ class LogSegment:
         read a megabyte at a time; a batch larger than that is read on its own."""
         end = self._size if end is None else min(end, self._size)
         pos = start
+        # every claimed size is checked against the limit before a byte is allocated for it
+        limit = max_batch_read_size(self.config.max_message_bytes)
         while pos + HEADER_SIZE_UP_TO_MAGIC < end:
             chunk = os.pread(self._fd, min(_CHUNK, end - pos), pos)
             if len(chunk) <= HEADER_SIZE_UP_TO_MAGIC:
                 return                      # truncated by a writer since this (reader's) open
-            stream = LogInputStream(chunk, 0, len(chunk), verify=verify, source=str(self.log_path))
+            stream = LogInputStream(chunk, 0, len(chunk), verify=verify, source=str(self.log_path),
+                                    max_batch_size=limit)
             try:
                 found = False
                 for b in stream:
@@ -169,9 +174,12 @@ class LogSegment:
                 return                      # a partial batch at the end
             big = os.pread(self._fd, size, pos)
             try:
-                b = next(iter(LogInputStream(big, 0, size, verify=verify, source=str(self.log_path))))
+                b = LogInputStream(big, 0, len(big), verify=verify, source=str(self.log_path),
+                                   max_batch_size=limit).next_batch()
             except CorruptRecordError as e:
                 raise e.located(source=str(self.log_path), base_position=pos) from e.__cause__
+            if b is None:                   # the file shrank under the read (a truncation)
+                return
             yield b, big, pos
             pos += size
 

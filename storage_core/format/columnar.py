@@ -24,7 +24,8 @@ from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
-                               default_max_decompressed, scan_batches)
+                               default_max_decompressed, max_records_per_batch, scan_batches,
+                               too_many_records)
 from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
                            CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
                            TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
@@ -60,6 +61,7 @@ class DecodedRun:
     partial: bool
     batches: int
     next_offset: int = -1       # after the last complete batch (-1: none); a fetch resumes here
+    decoded_bytes: int = 0      # record bytes of the v2 batches decoded (after decompression)
 
 
 def empty_table() -> pa.Table:
@@ -76,26 +78,37 @@ def decode_batches(buf, **kwargs) -> pa.Table:
 
 def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
                max_batch_size: int | None = None, max_decompressed: int | None = None,
-               source: str | None = None, check_order: bool = False) -> DecodedRun:
+               max_decoded: int | None = None, source: str | None = None,
+               check_order: bool = False) -> DecodedRun:
     """Decode the complete batches of ``buf[start:end]``.
 
     ``max_decompressed`` bounds every batch's uncompressed size (default 128 x
-    max.message.bytes); ``source`` names the file in errors, whose positions are absolute.
-    ``check_order``: the bytes are a piece of a log, whose batch offsets must increase
-    (``check_offset_order``); batches built on their own may all start at 0."""
+    max.message.bytes); ``max_decoded`` bounds the run's: decoding stops after the batch whose
+    records take the decoded size to it or past it (at least one batch, as a Kafka fetch
+    returns), ``next_position`` and ``next_offset`` then say where the rest begins. ``source``
+    names the file in errors, whose positions are absolute. ``check_order``: the bytes are a
+    piece of a log, whose batch offsets must increase (``check_offset_order``); batches built on
+    their own may all start at 0."""
     limit = max_decompressed or default_max_decompressed()
     end = len(buf) if end is None else min(end, len(buf))
     parts: list[pa.Table] = []
-    batches, pos, next_offset = 0, start, -1
+    batches, pos, next_offset, decoded_bytes = 0, start, -1, 0
     while True:
         scan = scan_batches(buf, pos, end, verify=verify_crc, max_batch_size=max_batch_size,
                             source=source)
         if len(scan):
             if check_order:
                 check_offset_order(scan, next_offset, source)
-            parts.append(_decode_v2(buf, scan, limit, source))
-            batches += len(scan)
-            next_offset = int(scan.last_offset[-1]) + 1
+            table, used, decoded = _decode_v2(buf, scan, limit, source, max_decoded)
+            parts.append(table)
+            batches += used
+            next_offset = int(scan.last_offset[used - 1]) + 1
+            decoded_bytes += decoded
+            if max_decoded is not None:
+                max_decoded -= decoded
+                if used < len(scan) or max_decoded <= 0:
+                    pos = int(scan.position[used - 1] + scan.size[used - 1])
+                    break
         pos = scan.end
         if not scan.legacy_at_end:
             break
@@ -119,7 +132,7 @@ def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool 
         table = parts[0]
     else:
         table = pa.concat_tables(parts)
-    return DecodedRun(table, pos, pos < end, batches, next_offset)
+    return DecodedRun(table, pos, pos < end, batches, next_offset, decoded_bytes)
 
 
 def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> pa.Table:
@@ -195,10 +208,13 @@ def _corrupt(reason: str, info: BatchInfo, source: str | None,
 _GROUP_BYTES = 1 << 20   # decompressed batches smaller than this are joined before decoding
 
 
-def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None) -> pa.Table:
-    """Decode a run of v2 batches. Uncompressed batches are read in place; compressed ones are
-    decompressed and decoded in groups of about a megabyte, so each decompressed byte is copied
-    once more at most (into its Arrow column), and the per-call overhead stays small."""
+def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
+               max_decoded: int | None = None) -> tuple[pa.Table, int, int]:
+    """Decode a run of v2 batches: ``(table, batches decoded, record bytes decoded)``, stopping
+    after the batch whose record bytes reach ``max_decoded``. Uncompressed batches are read in
+    place; compressed ones are decompressed and decoded in groups of about a megabyte, so each
+    decompressed byte is copied once more at most (into its Arrow column), and the per-call
+    overhead stays small."""
     counts, size = scan.records_count, scan.size
     codec = scan.column("attributes") & COMPRESSION_CODEC_MASK
     # refuse absurd counts before allocating per-record arrays
@@ -213,14 +229,25 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None) -> pa.Tab
     if bad.size:                # CompressionType.forId, named with the file and position
         i = int(bad[0])
         raise _corrupt(f"Unknown compression type id {int(codec[i])}", scan.info(i), source)
+    dense = np.flatnonzero(counts > max_records_per_batch(limit))
+    if dense.size:
+        info = scan.info(int(dense[0]))
+        raise too_many_records(info.header.records_count, limit, position=info.position,
+                               offset=info.header.base_offset, source=source)
     if not codec.any():
+        record_bytes = np.cumsum(size - RECORD_BATCH_OVERHEAD)
+        used = len(scan)
+        if max_decoded is not None:
+            used = min(used, int(np.searchsorted(record_bytes, max_decoded, "left")) + 1)
+            scan = BatchArrays(scan.fields[:used], 0)
         lo = scan.position + RECORD_BATCH_OVERHEAD
-        return _decode_group(buf, scan, lo, scan.position + size, source)
+        return (_decode_group(buf, scan, lo, scan.position + scan.size, source), used,
+                int(record_bytes[used - 1]))
     mv = memoryview(buf)
     tables = []
     first = 0
     pieces: list = []
-    total = 0
+    total = decoded = used = 0
 
     def flush(upto: int) -> None:
         nonlocal first, pieces, total
@@ -246,11 +273,15 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None) -> pa.Tab
             piece = mv[lo:hi]
         pieces.append(piece)
         total += len(piece)
+        decoded += len(piece)
+        used = i + 1
+        if max_decoded is not None and decoded >= max_decoded:
+            break           # a fetch's bound on decoded bytes (a decompression bomb's table)
         if total >= _GROUP_BYTES:
             flush(i + 1)
     if pieces:
-        flush(len(scan))
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        flush(used)
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables), used, decoded
 
 
 def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,

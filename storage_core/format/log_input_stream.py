@@ -13,7 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import CorruptRecordError, UnknownMagicError
+from ..errors import CorruptRecordError, RecordTooLargeError, UnknownMagicError
 from . import _kernels, legacy
 from .record_batch import (ATTRIBUTES_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
                            RECORD_BATCH_OVERHEAD, BatchHeader, Record, crc32c, decode_record,
@@ -25,10 +25,46 @@ MIN_RECORD_SIZE = 7                            # length varint + the six one-byt
 DEFAULT_MAX_MESSAGE_BYTES = 1048588            # max.message.bytes
 
 
+# Largest batch read from a file, whatever its header claims: max.message.bytes, but never below
+# 64 MiB. Kafka's LogSegment.recover keeps any batch whose CRC holds whatever max.message.bytes
+# says now (a topic's limit can be lowered after batches were written, and a copy of a broker's
+# data is often opened with default configs), so a limit as low as the default would truncate
+# real data; 64 MiB is far above any batch a broker writes by default and keeps the memory a
+# hostile header can cost bounded. A larger claim is corruption, found before any allocation
+# (ByteBufferLogInputStream's "exceeds the largest allowable message size").
+MAX_BATCH_SIZE_FLOOR = 64 << 20
+
+
+def max_batch_read_size(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """The largest size field a reader of files accepts (see ``MAX_BATCH_SIZE_FLOOR``)."""
+    return max(max_message_bytes, MAX_BATCH_SIZE_FLOOR)
+
+
 def default_max_decompressed(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
     """Largest decompressed batch accepted before refusing it as a likely decompression bomb:
     128 x max.message.bytes (about 128 MiB by default), far above real compression ratios."""
     return 128 * max_message_bytes
+
+
+# What one record costs once decoded, at the least: its Arrow columns (offset, timestamp, key,
+# value and header offsets, producer id, flags: about 40 bytes) or a tool's Record object (a few
+# hundred). A compressed batch's record count is checked against the decompression cap with it
+# before anything is decompressed: a few megabytes of zstd can hold millions of empty records,
+# each far larger decoded than its bytes.
+DECODED_BYTES_PER_RECORD = 128
+
+
+def max_records_per_batch(max_decompressed: int) -> int:
+    """The largest record count of a batch decoded under the cap ``max_decompressed``."""
+    return max_decompressed // DECODED_BYTES_PER_RECORD
+
+
+def too_many_records(count: int, max_decompressed: int, *, position: int | None = None,
+                     offset: int | None = None, source: str | None = None) -> RecordTooLargeError:
+    return RecordTooLargeError(
+        f"Batch claims {count} records, more than the {max_records_per_batch(max_decompressed)} "
+        f"a batch may decode to under the decompressed size limit ({max_decompressed} bytes)",
+        position=position, offset=offset, source=source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +273,9 @@ def batch_records(buf, info: BatchInfo, *, max_decompressed: int | None = None) 
     if info.magic < 2:
         return legacy.deep_records(info.entry, max_decompressed=limit)
     header = ensure_valid(buf, info.position, info.size)
+    if header.records_count > max_records_per_batch(limit):
+        raise too_many_records(header.records_count, limit, position=info.position,
+                               offset=header.base_offset)
     try:
         payload = batch_payload(buf, info, max_decompressed=limit)
     except CorruptRecordError as e:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Literal, Self, TypeVar
 
 import numpy as np
 
+from ..data_files import open_data_file
 from ..errors import InvalidConfigError, KafkaLogError, OffsetOverflowError
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class AbstractIndex:
         es = self.ENTRY_SIZE
         if not self._writable:
             try:
-                self._fd = os.open(self._path, os.O_RDONLY)
+                self._fd = open_data_file(self._path, os.O_RDONLY, follow_symlinks=True)
             except FileNotFoundError:
                 # nothing to read and nothing may be created: an index with no entries and no
                 # slots, so readers fall back to scanning the log from its start
@@ -197,10 +198,10 @@ class AbstractIndex:
                 f"Invalid max index size {self._max_index_size} for {self._path} "
                 f"(segment.index.bytes must be at least {es})")
         try:
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = open_data_file(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
         except FileExistsError:
-            fd = os.open(self._path, os.O_RDWR)
+            fd = open_data_file(self._path, os.O_RDWR)
             created = False
         try:
             if created:
@@ -469,7 +470,7 @@ class AbstractIndex:
             if rounded == self._length:
                 return False
             self._check_writable()
-            fd = os.open(self._path, os.O_RDWR)
+            fd = open_data_file(self._path, os.O_RDWR)
             try:
                 self._unmap()        # unmap before shrinking: touching a page past EOF is SIGBUS
                 os.ftruncate(fd, rounded)

@@ -25,6 +25,7 @@ from typing import ClassVar, Self
 
 import numpy as np
 
+from ..data_files import open_data_file
 from ..errors import CorruptIndexError, InvalidOffsetError
 
 __all__ = ["AbortedTxn", "TransactionIndex"]
@@ -88,7 +89,7 @@ class TransactionIndex:
     def _channel(self) -> int:
         """The open descriptor, (re)opening, and creating, the file when needed."""
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = open_data_file(self._path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         return self._fd
 
     def _read(self) -> np.ndarray:

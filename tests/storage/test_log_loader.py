@@ -58,6 +58,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from storage_core.errors import UnsafeFileError
 from storage_core.checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                                       EpochEntry, OffsetCheckpointFile, log_delete_dir_name,
                                       parse_topic_partition_dir)
@@ -206,9 +207,10 @@ def test_clean_marker_decides_whether_the_log_is_recovered(tmp_path: Path) -> No
     assert (crashed / name(0, ".index")).stat().st_size == 1200 - 1200 % 8
     assert checkpoint(crashed, RP) == 10
     flip_byte_in_batch(crashed, 0, 3)
-    # a load that fails (here: a directory where segment 20's .log would be) restores no marker
+    # a load that fails (here: a directory where segment 20's .log would be, refused as not a
+    # regular file) restores no marker
     (crashed / name(20, ".log")).mkdir()
-    with pytest.raises(OSError):
+    with pytest.raises(UnsafeFileError, match="is a directory"):
         Log.open(crashed, cfg)
     (crashed / name(20, ".log")).rmdir()
     assert (crashed / name(0, ".index")).stat().st_size == 1200 - 1200 % 8

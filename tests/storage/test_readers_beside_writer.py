@@ -9,7 +9,6 @@ in the test's process; here the writer is a process of its own and also truncate
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from child_process import run_measured
 
 from storage_core.config import LogConfig
 from storage_core.index import OffsetIndex, TimeIndex
@@ -148,7 +148,7 @@ def test_truncate_to_zeroes_the_dropped_index_entries(tmp_path: Path) -> None:
 
 
 OPEN_OVERSIZED = r"""
-import resource, sys
+import sys
 from pathlib import Path
 from storage_core.config import LogConfig
 from storage_core.log import Log
@@ -157,7 +157,7 @@ with Log.open(part, LogConfig(segment_bytes=4 << 10, index_interval_bytes=100), 
     rows = sum(log.read(o, max_bytes=1).num_rows > 0 for o in range(log.log_start_offset, log.log_end_offset))
     entries = log.segments[0].offset_index.entries
     tentries = log.segments[0].time_index.entries
-print(rows, entries, tentries, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+print(rows, entries, tentries)
 """
 
 
@@ -176,25 +176,24 @@ def test_oversized_index_is_ignored_by_readers_and_rebuilt_by_writers(tmp_path: 
     good_size = first.stat().st_size
     assert good_size > 0
     os.truncate(first, 2**31)
-    got = _child(OPEN_OVERSIZED, str(part), "ro")
-    assert got.returncode == 0, got.stderr[-4000:]
-    rows, entries, tentries, rss_mb = map(int, got.stdout.split())
+    rc, out, err, peak = run_measured(["-c", OPEN_OVERSIZED, str(part), "ro"], tmp_path)
+    assert rc == 0, err[-4000:]
+    rows, entries, tentries = map(int, out.split())
     assert rows == 90
     assert (entries if suffix == ".index" else tentries) == 0
-    assert "more than segment.index.bytes" in got.stderr and first.name in got.stderr
-    assert rss_mb < 700
+    assert "more than segment.index.bytes" in err and first.name in err
+    assert peak < 700 << 20
     assert first.stat().st_size == 2**31            # a reader changes nothing
 
-    got = _child(OPEN_OVERSIZED, str(part), "rw")
-    assert got.returncode == 0, got.stderr[-4000:]
-    rows, entries, tentries, rss_mb = map(int, got.stdout.split())
-    assert rows == 90 and entries > 0 and tentries > 0 and rss_mb < 700
+    rc, out, err, peak = run_measured(["-c", OPEN_OVERSIZED, str(part), "rw"], tmp_path)
+    assert rc == 0, err[-4000:]
+    rows, entries, tentries = map(int, out.split())
+    assert rows == 90 and entries > 0 and tentries > 0 and peak < 700 << 20
     assert first.stat().st_size == good_size        # rebuilt by the recovery, trimmed on close
     kind = OffsetIndex if suffix == ".index" else TimeIndex
     with kind(first, int(first.name[:20]), writable=False) as idx:
         idx.sanity_check()
         assert idx.entries == good_size // idx.ENTRY_SIZE
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 < 2048   # the test itself
 
 
 def test_verify_and_dump_report_an_oversized_index_without_loading_it(tmp_path: Path) -> None:
@@ -207,15 +206,13 @@ def test_verify_and_dump_report_an_oversized_index_without_loading_it(tmp_path: 
     index, tindex = part / "00000000000000000000.index", part / "00000000000000000000.timeindex"
     os.truncate(index, 2**31)
     os.truncate(tindex, 2**31 + 4)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     for args in (["verify", str(tmp_path)], ["dump", "--files", str(index)], ["dump", "--files", str(tindex)]):
-        got = subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True,
-                             text=True, timeout=300, env=env)
-        assert got.returncode == 1, (args, got.stdout, got.stderr)
-        text = got.stdout + got.stderr
+        rc, out, err, peak = run_measured(["-m", "storage_core.cli", *args], tmp_path)
+        assert rc == 1, (args, out, err)
+        assert peak < 700 << 20, (args, peak)
+        text = out + err
         for f in ([index, tindex] if args[0] == "verify" else [Path(args[-1])]):
             assert f"{f} is oversized: {f.stat().st_size} bytes" in text, text
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 < 700
 
 
 @pytest.mark.parametrize("kind", [OffsetIndex, TimeIndex])
