@@ -15,7 +15,7 @@ import numpy as np
 from .errors import CorruptRecordError, InvalidTimestampError
 from .format.columnar import first_bad_offset_deltas, record_fields
 from .format.compression import CompressionType, decompress
-from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays
+from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays, max_records_per_batch, too_many_records
 from .format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
 
 _MAX_CODEC = max(CompressionType)
@@ -100,14 +100,29 @@ def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[in
             f"(message.timestamp.before.max.ms / message.timestamp.after.max.ms)")
 
 
+# decompressed bytes a stored-batch check holds at once (besides one batch bigger than this):
+# a few kilobytes of zstd can claim hundreds of megabytes, so a chunk's batches are checked in
+# groups instead of decompressed together
+_CHECK_GROUP_BYTES = 32 << 20
+
+
 def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """Every record's fields (``parse_records``' seven rows), the batches in order, and a
     mask of the records that belong to data batches (control records have no keys to check).
     Raises the codec's error for the first record that does not decode."""
+    ((_, _, fields),) = _record_field_groups(buf, batches, limit, None)
+    data_records = np.repeat((batches.column("attributes") & CONTROL_FLAG_MASK) == 0,
+                             batches.records_count)
+    return fields, data_records
+
+
+def _record_field_groups(buf, batches: BatchArrays, limit: int, group_bytes: int | None):
+    """Every record's fields, as ``(first batch, end batch, fields)`` for consecutive groups of
+    ``batches`` whose decompressed records take about ``group_bytes`` (None: one group; a group
+    holds at least one batch). Uncompressed records are read in place."""
     counts = batches.records_count
     pos, size = batches.position, batches.size
-    attrs = batches.column("attributes")
-    codec = attrs & COMPRESSION_CODEC_MASK
+    codec = batches.column("attributes") & COMPRESSION_CODEC_MASK
     room = size - RECORD_BATCH_OVERHEAD
     bad = np.flatnonzero((counts < 0) | ((codec == 0) & (counts * MIN_RECORD_SIZE > room)))
     if bad.size:
@@ -116,12 +131,12 @@ def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, n
                                  f"of records", position=int(pos[i]),
                                  offset=int(batches.base_offset[i]))
     if not codec.any():
-        data = buf
-        lo, hi = pos + RECORD_BATCH_OVERHEAD, pos + size
-    else:
-        # decompressed pieces and uncompressed record bytes laid end to end
-        mv = memoryview(buf).cast("B")
-        pieces, lo_l, hi_l, at = [], [], [], 0
+        yield 0, len(batches), record_fields(buf, batches, pos + RECORD_BATCH_OVERHEAD, pos + size, None)
+        return
+    # decompressed pieces and uncompressed record bytes laid end to end, a group at a time
+    mv = memoryview(buf).cast("B")
+    try:
+        pieces, lo_l, hi_l, at, first = [], [], [], 0, 0
         for i, (p, s, c, cnt) in enumerate(zip(pos.tolist(), size.tolist(), codec.tolist(),
                                                counts.tolist())):
             piece = mv[p + RECORD_BATCH_OVERHEAD:p + s]
@@ -139,12 +154,14 @@ def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, n
             lo_l.append(at)
             at += len(piece)
             hi_l.append(at)
-        data = b"".join(pieces)
+            if i == len(batches) - 1 or (group_bytes is not None and at >= group_bytes):
+                data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+                group = BatchArrays(batches.fields[first:i + 1], 0)
+                yield first, i + 1, record_fields(data, group, np.array(lo_l, np.int64),
+                                                  np.array(hi_l, np.int64), None)
+                pieces, lo_l, hi_l, at, first = [], [], [], 0, i + 1
+    finally:
         mv.release()
-        lo, hi = np.array(lo_l, np.int64), np.array(hi_l, np.int64)
-    fields = record_fields(data, batches, lo, hi, None)
-    data_records = np.repeat((attrs & CONTROL_FLAG_MASK) == 0, counts)
-    return fields, data_records
 
 
 def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) -> None:
@@ -173,7 +190,8 @@ def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) ->
     # "base > LONG_MAX - 1 - delta", which cannot overflow for delta >= 0
     header_bad = ((codec > _MAX_CODEC) | (delta < 0) | (counts < 0) | (counts > delta + 1)
                   | (batches.base_offset > _LONG_MAX - 1 - np.maximum(delta, 0))
-                  | ((codec == 0) & (counts * MIN_RECORD_SIZE > room)))
+                  | ((codec == 0) & (counts * MIN_RECORD_SIZE > room))
+                  | (counts > max_records_per_batch(max_decompressed)))
     bad = np.flatnonzero(header_bad)
     first = int(bad[0]) if bad.size else n
     # the records of the batches before the first bad header: decoding stops at the first
@@ -183,14 +201,18 @@ def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) ->
     upto = first
     while upto:
         sub = BatchArrays(batches.fields[:upto], 0)
+        j = upto
         try:
-            fields, _ = _record_fields(buf, sub, max_decompressed)
+            for g0, g1, fields in _record_field_groups(buf, sub, max_decompressed, _CHECK_GROUP_BYTES):
+                k = first_bad_offset_deltas(fields[1], BatchArrays(sub.fields[g0:g1], 0))
+                if k < g1 - g0:
+                    j = g0 + k
+                    break
         except CorruptRecordError as e:
             err = e if e.position is not None else CorruptRecordError(
                 e.reason, position=int(sub.position[-1]), offset=int(sub.base_offset[-1]))
             upto = int(np.searchsorted(sub.position, err.position, "left"))
             continue
-        j = first_bad_offset_deltas(fields[1], sub)
         if j < upto:
             raise CorruptRecordError(
                 f"Record offset deltas of the batch are not increasing within "
@@ -210,6 +232,9 @@ def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) ->
                       f"lastOffsetDelta {int(delta[i])}")
         elif counts[i] * MIN_RECORD_SIZE > room[i]:
             reason = f"Batch claims {int(counts[i])} records in {int(room[i])} bytes of records"
+        elif counts[i] > max_records_per_batch(max_decompressed):
+            raise too_many_records(int(counts[i]), max_decompressed, position=int(batches.position[i]),
+                                   offset=int(batches.base_offset[i]))
         else:
             reason = (f"Batch offsets {int(batches.base_offset[i])} + {int(delta[i])} end past "
                       f"the largest offset {_LONG_MAX - 1}")

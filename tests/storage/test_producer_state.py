@@ -45,7 +45,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage_core.errors import CorruptRecordError, KafkaLogError
+from storage_core.errors import CorruptRecordError, KafkaLogError, UnsafeFileError
 from storage_core.format import ControlRecordType, EndTransactionMarker, RecordInput
 from storage_core.format.control import end_transaction_marker_batch
 from storage_core.format.log_input_stream import LogInputStream, iter_batches
@@ -702,8 +702,9 @@ def test_aborted_txn_entry_only_for_aborts(psm):
 
 def test_append_to_transaction_index_failure(tmp_path):
     """UnifiedLogTest.testAppendToTransactionIndexFailure (producer-state half): the txn-index
-    write fails (a real OSError: the index path is a directory), so the transaction stays
-    open and the LSO does not move; replaying the log rebuilds the one aborted entry."""
+    write fails (a real failure: the index path is a directory, which the index refuses to open
+    as its file), so the transaction stays open and the LSO does not move; replaying the log
+    rebuilds the one aborted entry."""
     part = tmp_path / "p"
     part.mkdir()
     p = Partition(ProducerStateManager(part))
@@ -711,7 +712,7 @@ def test_append_to_transaction_index_failure(tmp_path):
     (tmp_path / "broken.txnindex").mkdir()
     broken = TransactionIndex(tmp_path / "broken.txnindex", 0)
     marker = marker_batch(PID, EPOCH, ABORT, 10, coordinator_epoch=1)
-    with pytest.raises(OSError):
+    with pytest.raises(UnsafeFileError, match="broken.txnindex is a directory"):
         p.append(marker, "coordinator", on_aborted_txn=broken.append)
     assert p.leo == 11                      # the marker is in the log
     p.update_hw(12)
