@@ -13,7 +13,9 @@ Two shapes, each with its own no-op baseline over the same DataFrame (same rows,
 
 Both DataFrames are cached and materialised first so every writer starts from the same memory.
 Each side writes ``--repeat`` times (the sides alternating); best time, rows/s, and the ratios
-kafkalog / no-op of the same shape (goals: >= 0.7 with compression off, >= 0.5 with zstd).
+kafkalog / no-op of the same shape (goals: >= 0.7 with compression off, >= 0.5 with zstd),
+with every round's times and ratios beside them (median, range), which show how far the host's
+load moved the bests.
 After each timed kafkalog write (outside the timing) the topic is read back through the
 ``kafkalog`` source and its committed record count checked against ``--rows``.
 
@@ -128,28 +130,34 @@ def main() -> None:
         if name.startswith("kafkalog"):
             want = shapes[name.rsplit(" ", 1)[1]][1]
             assert check(out) == want, f"{name}: records in fewer than {want} partitions"
-    best = {k: float("inf") for k in sides}
+    times: dict[str, list[float]] = {k: [] for k in sides}
     for _ in range(args.repeat):
         for name, (run, out) in sides.items():
             if out is not None:
                 shutil.rmtree(out, ignore_errors=True)
             t = time.perf_counter()
             run()
-            best[name] = min(best[name], time.perf_counter() - t)
+            times[name].append(time.perf_counter() - t)
             if name.startswith("kafkalog"):
                 check(out)                           # outside the timing
     print(f"{args.rows:,} rows (string key, 100-byte value), {args.tasks} tasks, best of {args.repeat}; "
           f"shape key: topic of {args.tasks} partitions by key hash; shape partition: + int partition "
           f"column, topic of {args.partitions} partitions, every task writing to each; every kafkalog "
           f"write read back and counted")
+    best = {k: min(v) for k, v in times.items()}
     for name, secs in best.items():
-        print(f"  {name:24s} {args.rows / secs:>12,.0f} rows/s  ({secs:.2f} s)")
+        print(f"  {name:24s} {args.rows / secs:>12,.0f} rows/s  ({secs:.2f} s)   rounds: "
+              + " ".join(f"{t:.2f}" for t in times[name]))
     for shape in shapes:
         noop_s = best[f"noop-arrow {shape}"]
         for comp, goal in (("none", 0.7), ("zstd", 0.5)):
             ratio = noop_s / best[f"kafkalog {comp} {shape}"]
+            # each round's ratio too (the sides of a round minutes apart at most): on a shared
+            # machine the best rounds of two sides may come from different load
+            rounds = sorted(n / k for n, k in zip(times[f"noop-arrow {shape}"], times[f"kafkalog {comp} {shape}"]))
             print(f"  kafkalog {comp} / noop-arrow, shape {shape:9s}: {ratio:.2f}   (goal >= {goal:.2f}: "
-                  f"{'met' if ratio >= goal else 'missed'})")
+                  f"{'met' if ratio >= goal else 'missed'}; per round, median {rounds[len(rounds) // 2]:.2f}, "
+                  f"range {rounds[0]:.2f}-{rounds[-1]:.2f})")
     spark.stop()
 
 
