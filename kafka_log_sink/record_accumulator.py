@@ -23,8 +23,9 @@ from storage_core.format.columnar import BinaryBuilder
 FLUSH_BYTES = 3 << 20       # a partition's gathered bytes encoded at once: three batches of
                             # batch.size's default (1 MiB) and a rest, within one 4 MiB direct
                             # staging chunk (staging_file), so they are laid out in place there
-TASK_LIMIT_BYTES = 64 << 20  # every partition's gathered bytes of a task: past it, all are encoded
-                             # (a task's memory stays bounded whatever the partition count)
+TASK_LIMIT_BYTES = 64 << 20  # the buffers of all of a task's partitions: past it, all are encoded
+                             # and the buffers freed (a task's memory stays bounded whatever the
+                             # partition count)
 COLUMNS = ("key", "value", "timestamp")
 
 
@@ -41,6 +42,11 @@ class PartitionRecords:
     @property
     def nbytes(self) -> int:
         return self._value.nbytes + (self._key.nbytes if self._key is not None else 0)
+
+    @property
+    def capacity(self) -> int:
+        """Bytes of the buffers kept (reused from one drain to the next)."""
+        return self._value.capacity + (self._key.capacity if self._key is not None else 0)
 
     def append(self, rows: pa.Table, picked: np.ndarray | None) -> None:
         """Gather ``rows`` (of ``picked`` only, in that order, when given): the columns of

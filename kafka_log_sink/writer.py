@@ -89,7 +89,7 @@ class BatchStager:
         self._files: dict[tuple[str, int], tuple[StagingFile, int]] = {}
         # records gathered per partition until they fill batches (record_accumulator)
         self._pending: dict[tuple[str, int], PartitionRecords] = {}
-        self._pending_bytes = 0
+        self._pending_capacity = 0          # bytes of their buffers
         self._flush_bytes = max(FLUSH_BYTES, opts.batch_size)
         # fsync per commit: the commit needs the bytes on disk, so big files go there directly
         # (staging_file), written by one thread of the task's while it encodes
@@ -190,19 +190,20 @@ class BatchStager:
             return
         if pending is None:
             pending = self._pending[key] = PartitionRecords(tuple(rows.column_names))
-        before = pending.nbytes
+        before = pending.capacity
         pending.append(rows, picked)
-        self._pending_bytes += pending.nbytes - before
-        if pending.nbytes >= self._flush_bytes:
-            self._encode_pending(key)
-        elif self._pending_bytes > TASK_LIMIT_BYTES:
+        self._pending_capacity += pending.capacity - before
+        if self._pending_capacity > TASK_LIMIT_BYTES:
             for k in list(self._pending):
                 self._encode_pending(k)
+            self._pending.clear()               # the buffers freed, not kept for reuse
+            self._pending_capacity = 0
+        elif pending.nbytes >= self._flush_bytes:
+            self._encode_pending(key)
 
     def _encode_pending(self, key: tuple[str, int]) -> None:
         pending = self._pending[key]
         if pending.rows:
-            self._pending_bytes -= pending.nbytes
             self._encode(key, pending.drain())
 
     def _encode(self, key: tuple[str, int], rows: pa.Table, picked: np.ndarray | None = None) -> None:

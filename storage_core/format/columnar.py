@@ -419,6 +419,11 @@ class BinaryBuilder:
         """Bytes of values held."""
         return self._used
 
+    @property
+    def capacity(self) -> int:
+        """Bytes of the buffer kept for values (held or not)."""
+        return len(self._data)
+
     def extend(self, col: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> None:
         """Append ``col``'s values (of ``rows`` only, in that order, when given)."""
         if isinstance(col, pa.ChunkedArray):
