@@ -27,6 +27,7 @@ from storage_core.format.log_input_stream import scan_batches
 
 from .options import SinkOptions, check_topic, default_staging
 from .partitioner import partitions_for_keys
+from .record_accumulator import FLUSH_BYTES, TASK_LIMIT_BYTES, PartitionRecords
 from .staging_file import StagingFile
 
 MAX_DIRECT_FILES = 8        # a task's files that may go to the disk directly: 2 x 4 MiB of
@@ -86,6 +87,10 @@ class BatchStager:
         self.dir = default_staging(opts) / write_id / f"batch-{batch_id if batch_id is not None else 0}" \
             / uuid.uuid4().hex
         self._files: dict[tuple[str, int], tuple[StagingFile, int]] = {}
+        # records gathered per partition until they fill batches (record_accumulator)
+        self._pending: dict[tuple[str, int], PartitionRecords] = {}
+        self._pending_capacity = 0          # bytes of their buffers
+        self._flush_bytes = max(FLUSH_BYTES, opts.batch_size)
         # fsync per commit: the commit needs the bytes on disk, so big files go there directly
         # (staging_file), written by one thread of the task's while it encodes
         self._writer = (ThreadPoolExecutor(1, thread_name_prefix="kafkalog-staging")
@@ -124,8 +129,14 @@ class BatchStager:
         parts = np.full(n, -1, np.int64)
         if "partition" in rows.column_names:
             col = rows.column("partition").combine_chunks()
-            given = np.asarray(col.fill_null(-1), dtype=np.int64)
-            bad = np.flatnonzero((given >= count) | (given < -1) | ((given == -1) & ~np.asarray(col.is_null())))
+            if col.null_count:
+                given = np.asarray(col.fill_null(-1), dtype=np.int64)
+                bad = np.flatnonzero((given >= count) | (given < -1)
+                                     | ((given == -1) & ~np.asarray(col.is_null())))
+            else:                           # the usual case: the values viewed, two reductions
+                given = col.to_numpy().astype(np.int64)
+                bad = (np.flatnonzero((given >= count) | (given < 0))
+                       if given.size and (given.min() < 0 or given.max() >= count) else given[:0])
             if bad.size:
                 raise InvalidConfigError(
                     f"Partition {int(given[bad[0]])} of topic {topic} does not exist: the topic "
@@ -165,7 +176,38 @@ class BatchStager:
 
     def _write(self, topic: str, partition: int, rows: pa.Table,
                picked: np.ndarray | None = None) -> None:
+        """Stage ``rows`` (of ``picked`` only) for ``partition``: a share smaller than a
+        batch is gathered with the partition's earlier ones until they fill batches
+        (``record_accumulator``), a bigger one is encoded straight from the Spark batch."""
         key = (topic, partition)
+        pending = self._pending.get(key)
+        count = rows.num_rows if picked is None else len(picked)
+        share = rows.nbytes * count // rows.num_rows
+        if "headers" in rows.column_names or share >= self.opts.batch_size:
+            if pending is not None and pending.rows:
+                self._encode_pending(key)        # the partition's earlier records first
+            self._encode(key, rows, picked)
+            return
+        if pending is None:
+            pending = self._pending[key] = PartitionRecords(tuple(rows.column_names))
+        before = pending.capacity
+        pending.append(rows, picked)
+        self._pending_capacity += pending.capacity - before
+        if self._pending_capacity > TASK_LIMIT_BYTES:
+            for k in list(self._pending):
+                self._encode_pending(k)
+            self._pending.clear()               # the buffers freed, not kept for reuse
+            self._pending_capacity = 0
+        elif pending.nbytes >= self._flush_bytes:
+            self._encode_pending(key)
+
+    def _encode_pending(self, key: tuple[str, int]) -> None:
+        pending = self._pending[key]
+        if pending.rows:
+            self._encode(key, pending.drain())
+
+    def _encode(self, key: tuple[str, int], rows: pa.Table, picked: np.ndarray | None = None) -> None:
+        topic, partition = key
         staged, records = self._files.get(key, (None, 0))
         if staged is None:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -197,12 +239,15 @@ class BatchStager:
 
     def close(self) -> None:
         """Close the staged files (``finish`` does; a failed task's are closed too)."""
+        self._pending.clear()
         for staged, _ in self._files.values():
             staged.close()
         if self._writer is not None:
             self._writer.shutdown()
 
     def finish(self) -> SinkCommitMessage:
+        for key in list(self._pending):
+            self._encode_pending(key)
         for staged, _ in self._files.values():
             staged.finish()
         self.close()

@@ -489,6 +489,68 @@ def _arrow_bytes(col: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, 
     return data, offs[:-1], lens
 
 
+class BinaryBuilder:
+    """A binary column built from rows of other binary or string columns: their bytes copied
+    once, by the compiled kernel, into one buffer kept from one column to the next (fresh
+    memory costs a page fault per 4 KiB). ``finish`` gives the column built so far and starts
+    the next; that column shares the buffer, so it is valid until the next ``extend``."""
+
+    def __init__(self) -> None:
+        self._data = np.empty(0, np.uint8)
+        self._used = 0
+        self._lengths: list[np.ndarray] = []    # per extend; -1 is null
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of values held."""
+        return self._used
+
+    @property
+    def capacity(self) -> int:
+        """Bytes of the buffer kept for values (held or not)."""
+        return len(self._data)
+
+    def extend(self, col: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> None:
+        """Append ``col``'s values (of ``rows`` only, in that order, when given)."""
+        if isinstance(col, pa.ChunkedArray):
+            col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            col = col.view(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())
+        elif not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+            col = col.cast(pa.large_binary())
+        data, starts, lengths = _arrow_bytes(col, len(col))
+        if rows is not None:
+            starts, lengths = starts[rows], lengths[rows]
+        sizes = np.maximum(lengths, 0)
+        at = np.cumsum(sizes)
+        end = self._used + (int(at[-1]) if len(at) else 0)
+        at += self._used - sizes
+        if end > len(self._data):
+            grown = np.empty(max(end, 2 * len(self._data)), np.uint8)
+            grown[:self._used] = self._data[:self._used]
+            self._data = grown
+        _kernels.gather_spans(data, starts, lengths, at, self._data)
+        self._used = end
+        self._lengths.append(lengths)
+
+    def finish(self) -> pa.Array:
+        """The values appended since the last ``finish`` (large_binary), valid until the next
+        ``extend``; the builder is empty after."""
+        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        n = len(lengths)
+        offsets = np.empty(n + 1, np.int64)
+        _, null_count = _kernels.span_offsets(lengths, offsets, 2**63 - 1)
+        validity = (pa.py_buffer(np.packbits(lengths >= 0, bitorder="little")) if null_count
+                    else None)
+        col = pa.Array.from_buffers(pa.large_binary(), n,
+                                    [validity, pa.py_buffer(offsets), pa.py_buffer(self._data[:self._used])],
+                                    null_count=null_count)
+        self._used = 0
+        self._lengths = []
+        return col
+
+
 def _header_columns(table: pa.Table, n: int, rows: np.ndarray | None = None):
     """Per record (of ``rows`` only, when given): header count and index of its first header;
     flattened header keys and values as (data, offsets, lengths); and each record's encoded
