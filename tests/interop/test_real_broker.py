@@ -370,13 +370,89 @@ def test_rebuilt_indexes_equal_the_brokers(broker_topic, tmp_path):
                 assert ours == f.read_bytes(), (f.name, len(ours), f.stat().st_size)
 
 
-def test_dump_log_segments_accepts_the_brokers_files(broker_topic, local_broker):
-    """Kafka's own DumpLogSegments: the judge of the files kafkalog was just compared on."""
-    files = sorted(str(f) for p in broker_topic.parts for f in p.iterdir() if f.suffix in (".log", ".index",
-                                                                                              ".timeindex"))
-    done = local_broker.dump_log_segments("--files", ",".join(files), "--verify-index-only")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Mismatches in :" not in done.stdout and "not the same" not in done.stdout, done.stdout[-3000:]
+def kafkalog_dump(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def stderr_reports(text: str, *, kafka: bool) -> list[tuple[str, str]]:
+    """DumpLogSegments' end-of-run reports on stderr as sorted (heading, line) pairs.
+
+    Normalised, and only this: (1) the order: Kafka keeps the reports in a HashMap by file and the
+    non-consecutive pairs in a TreeMap, kafkalog in the order it found them; (2) Kafka's own log4j
+    lines (a JVM's warnings), which kafkalog has no counterpart of; (3) Kafka 4.3+'s Java tool starts
+    each file's "last offset" at -1 (``dumpBatchRecords``), so it reports "-1 is followed by <first
+    offset>" for every segment whose base offset is not 0, a gap that is not one (the Scala tool
+    before it took the first record as the start): those pairs are dropped from Kafka's report."""
+    out, heading = [], ""
+    for line in text.splitlines():
+        if line.startswith("[") or not line.strip():
+            continue
+        if line.startswith("  ") or line.startswith(("Indexed offset:", "Index offset:")):
+            if kafka and heading.startswith("Non-consecutive offsets in ") and line.startswith("  -1 is followed by "):
+                continue
+            out.append((heading, line))
+        else:
+            heading = line
+            out.append((heading, ""))
+    kept = {h for h, line in out if line}
+    return sorted((h, line) for h, line in out if line or h in kept or not h.startswith("Non-consecutive"))
+
+
+def assert_dumps_agree(broker, files: list[Path], *flag_sets: list[str]) -> dict[tuple[str, ...], str]:
+    """``kafkalog dump`` and Kafka's DumpLogSegments on the same files with the same flags: the
+    same exit code, stdout equal line for line (the "Dumping", batch, record and index lines: no
+    normalisation), the same stderr reports (see ``stderr_reports``). Returns Kafka's stdout per flag set."""
+    names = ",".join(map(str, files))
+    kafka_out = {}
+    for flags in flag_sets:
+        theirs = broker.dump_log_segments("--files", names, *flags)
+        ours = kafkalog_dump("--files", names, *flags)
+        assert theirs.returncode == 0, (flags, theirs.stderr[-3000:])
+        assert ours.returncode == theirs.returncode, (flags, ours.stderr[-3000:])
+        t_lines, o_lines = theirs.stdout.splitlines(), ours.stdout.splitlines()
+        diff = next((i for i, (a, b) in enumerate(zip(t_lines, o_lines)) if a != b), min(len(t_lines), len(o_lines)))
+        assert t_lines == o_lines, (flags, f"first difference at line {diff}", t_lines[diff:diff + 3],
+                                    o_lines[diff:diff + 3], len(t_lines), len(o_lines))
+        assert stderr_reports(ours.stderr, kafka=False) == stderr_reports(theirs.stderr, kafka=True), \
+            (flags, theirs.stderr[-3000:], ours.stderr[-3000:])
+        kafka_out[tuple(flags)] = theirs.stdout
+    return kafka_out
+
+
+def test_kafkalog_dump_prints_what_dump_log_segments_prints(broker_topic, local_broker):
+    """Kafka's DumpLogSegments (kafka-dump-log.sh) is the judge of ``kafkalog dump`` on the broker's
+    own files (every codec, null keys and values, headers, idempotent and transactional batches,
+    COMMIT/ABORT markers; .log, .index, .timeindex, .snapshot, .txnindex): the batch and record
+    lines with --deep-iteration --print-data-log (also with --skip-record-metadata), and the index
+    checks of --verify-index-only and --index-sanity-check, which also accept every file."""
+    files = sorted(f for p in broker_topic.parts for f in p.iterdir() if f.suffix in PARTITION_FILES)
+    assert {f.suffix for f in files} >= {".log", ".index", ".timeindex", ".snapshot"}, files
+    out = assert_dumps_agree(local_broker, files, ["--deep-iteration", "--print-data-log"],
+                             ["--print-data-log", "--skip-record-metadata"], ["--verify-index-only"],
+                             ["--index-sanity-check"])
+    deep = out[("--deep-iteration", "--print-data-log")]
+    assert deep.count("| offset: ") == len(broker_topic.everything) + deep.count("endTxnMarker: ")
+    for codec in ("gzip", "snappy", "lz4", "zstd", "none"):
+        assert f"compresscodec: {codec} " in deep, codec
+    assert "endTxnMarker: ABORT" in deep and "isTransactional: true" in deep and "headerKeys: [h,codec]" in deep
+    for text in out.values():
+        assert "Mismatches in :" not in text and "not the same" not in text, text[-3000:]
+
+
+def test_kafkalog_dump_of_a_legacy_segment_prints_what_dump_log_segments_prints(local_broker, tmp_path):
+    """Magic 0/1 (a 4.x broker writes none, its DumpLogSegments still reads them): a real broker's
+    magic-1 gzip message set from the shared fixtures, dumped by both with --print-data-log."""
+    from fixture_paths import FIXTURES
+
+    src = FIXTURES / "kafka-go" / "derived" / "v1c-v1c.recordset.log"
+    if not src.exists():
+        pytest.skip(f"{src} is absent (the shared fixtures, ../shared relative to the repository)")
+    seg = tmp_path / "legacy-0" / "00000000000000000000.log"       # Kafka parses the base offset from the name
+    seg.parent.mkdir()
+    shutil.copyfile(src, seg)
+    out = assert_dumps_agree(local_broker, [seg], ["--deep-iteration", "--print-data-log"])
+    assert "magic: 1 compresscodec: gzip" in out[("--deep-iteration", "--print-data-log")]
 
 
 def test_compacted_topic_after_the_brokers_cleaner(broker, local_broker, spark):
@@ -412,6 +488,10 @@ def test_compacted_topic_after_the_brokers_cleaner(broker, local_broker, spark):
     broker.stop()
     assert read_with_log(part, "read_uncommitted") == everything
     assert read_with_spark(spark, broker.log_dir, topic, "read_committed") == committed
+    # the cleaned segments' offset gaps: DumpLogSegments' non-consecutive report, and kafkalog dump's
+    files = sorted(f for f in part.iterdir() if f.suffix in PARTITION_FILES)
+    out = assert_dumps_agree(broker, files, ["--deep-iteration", "--print-data-log"])
+    assert out[("--deep-iteration", "--print-data-log")].count("| offset: ") == len(everything)
 
 
 def test_retention_deleted_segments(broker, local_broker):
