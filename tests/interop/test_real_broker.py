@@ -9,12 +9,14 @@ DumpLogSegments as the judges.
    real consumer, and kafkalog (``Log``, ``kafkalog verify``, ``format("kafkalog")``) must read
    exactly those records from the broker's log dir, while the broker runs and after it stopped,
    for read_uncommitted and read_committed; ``offsets_for_times`` answers as the broker's
-   ListOffsets; the indexes kafkalog rebuilds equal the broker's byte for byte.
+   ListOffsets; the indexes kafkalog rebuilds equal the broker's byte for byte; ``kafkalog dump``
+   prints what DumpLogSegments prints for the same files.
 2. kafkalog -> broker: topics created through the broker (so the KRaft metadata has their topic
    ids), the broker stopped, the partitions' files replaced by what kafkalog wrote (the engine
    with transactions, producer snapshots and indexes; the Spark sink), the broker restarted: its
    log end offsets are kafkalog's, nothing is truncated, a real consumer reads every record for
-   both isolation levels, DumpLogSegments accepts every file, and the broker appends after.
+   both isolation levels, DumpLogSegments accepts every file, and the broker appends after; an
+   idempotent producer continues from kafkalog's producer snapshot as from the broker's own.
 """
 
 from __future__ import annotations
@@ -670,3 +672,89 @@ def test_a_killed_broker_recovers_what_kafkalog_wrote(local_broker, tmp_path):
     assert (start[0], end[0]) == (0, log_end_offset(local / "kl_recovered-0"))
     assert consume(broker, "kl_recovered", 1, "read_committed") == committed
     assert consume(broker, "kl_recovered", 1, "read_uncommitted") == everything
+
+
+IDEMPOTENT_PID = 1_000_001   # an idempotent (non-transactional) producer only kafkalog has written for
+
+
+def produce_raw(broker, topic: str, seqs: tuple[int, int], tag: str) -> tuple[int, int]:
+    """One magic-2 batch of producer IDEMPOTENT_PID (epoch 0) with the sequences seqs[0]..seqs[1],
+    built by kafka-python's MemoryRecordsBuilder and sent in a ProduceRequest (acks=-1) exactly as
+    its idempotent producer sends one, with the producer id and sequence chosen here (no Python
+    client lets a caller choose them otherwise). Returns the partition's (error code, base offset)."""
+    from kafka.net.compat import KafkaNetClient
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    first, last = seqs
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20, producer_id=IDEMPOTENT_PID,
+                                   producer_epoch=0, base_sequence=first)
+    for i in range(last - first + 1):
+        builder.append(timestamp=BASE_TS + 50_000 + first + i, key=b"idem", value=f"{tag}-{first + i}".encode(),
+                       headers=[])
+    builder.close()
+    topic_data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[topic_data(
+        name=topic, partition_data=[topic_data.PartitionProduceData(index=0, records=builder.buffer())])],
+        min_version=3, max_version=9)
+    client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
+    try:
+        client.check_version()                                  # bootstraps: the metadata names node 1
+        response = client.send_and_receive(1, request)         # node 1: the single broker, every leader
+    finally:
+        client.close()
+    (part,) = response.responses[0].partition_responses
+    return part.error_code, part.base_offset
+
+
+
+def write_idempotent_log(path: Path) -> tuple[list[Rec], int]:
+    """Eight batches of 30 records of producer IDEMPOTENT_PID, epoch 0, sequences 0..239, in
+    segments of 2 KiB: kafkalog's ProducerStateManager snapshots them at every roll and at close.
+    Returns (the records, the base offset of the last batch)."""
+    out: list[Rec] = []
+    with Log.open(path, LogConfig(segment_bytes=2048, index_interval_bytes=256)) as log:
+        for b in range(8):
+            values = [f"kafkalog-{b * 30 + i}".encode() for i in range(30)]
+            stamps = [BASE_TS + 40_000 + b * 30 + i for i in range(30)]
+            table = pa.table({"key": pa.array([b"idem"] * 30, pa.binary()), "value": pa.array(values, pa.binary()),
+                              "timestamp": pa.array(stamps, pa.int64())})
+            raw = encode_batches(table, compression="none", base_offset=log.log_end_offset,
+                                 producer_id=IDEMPOTENT_PID, producer_epoch=0, base_sequence=b * 30)
+            last_base = log.append_raw(bytearray(raw)).first_offset
+            out.extend(Rec(0, last_base + i, b"idem", values[i], (), stamps[i], 0) for i in range(30))
+        assert len(log.segments) >= 3
+    return out, last_base
+
+
+def test_an_idempotent_producer_continues_from_kafkalogs_producer_snapshot(broker, tmp_path):
+    """Kafka's idempotence (ProducerStateManager, ProducerAppendInfo.checkSequence) on a producer only
+    kafkalog wrote for: the broker's clean restart loads kafkalog's producer snapshot at the log end
+    offset and scans nothing, and then treats the producer as it treats its own: the duplicate of the
+    last batch is answered with that batch's offset and not appended, a stale sequence and a gap are
+    rejected with OUT_OF_ORDER_SEQUENCE_NUMBER, the next sequence is appended at the log end, and its
+    own duplicate is answered as the last one was."""
+    create_topic(broker, "kl_idempotent", 1)
+    local = tmp_path / "kafkalog" / "kl_idempotent-0"
+    written, last_base = write_idempotent_log(local)
+    leo = log_end_offset(local)
+    assert (local / f"{leo:020d}.snapshot").exists()
+    broker.stop()
+    replace_partition_files(broker, local, "kl_idempotent-0")
+    broker.restart()
+    loaded = [line for line in broker.log_text().splitlines() if "kl_idempotent-0" in line]
+    assert any(f"{leo:020d}.snapshot" in line and "Loading producer state from snapshot file" in line
+               for line in loaded), "\n".join(loaded)
+    assert any(f"rebuilding producer state from offset {leo}" in line for line in loaded), "\n".join(loaded)
+
+    none, out_of_order = 0, 45                       # Kafka's error codes NONE, OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_raw(broker, "kl_idempotent", (210, 239), "again") == (none, last_base)
+    assert produce_raw(broker, "kl_idempotent", (0, 29), "stale")[0] == out_of_order
+    assert produce_raw(broker, "kl_idempotent", (241, 250), "gap")[0] == out_of_order
+    assert list_offsets(broker, "kl_idempotent", 1)[1] == {0: leo}          # nothing of those appended
+    assert produce_raw(broker, "kl_idempotent", (240, 249), "broker") == (none, leo)
+    assert produce_raw(broker, "kl_idempotent", (240, 249), "broker") == (none, leo)
+    assert list_offsets(broker, "kl_idempotent", 1)[1] == {0: leo + 10}
+    got = consume(broker, "kl_idempotent", 1, "read_uncommitted")
+    assert got[:leo] == written
+    assert [r.value for r in got[leo:]] == [f"broker-{240 + i}".encode() for i in range(10)]
