@@ -384,8 +384,9 @@ def stderr_reports(text: str, *, kafka: bool) -> list[tuple[str, str]]:
     non-consecutive pairs in a TreeMap, kafkalog in the order it found them; (2) Kafka's own log4j
     lines (a JVM's warnings), which kafkalog has no counterpart of; (3) Kafka 4.3+'s Java tool starts
     each file's "last offset" at -1 (``dumpBatchRecords``), so it reports "-1 is followed by <first
-    offset>" for every segment whose base offset is not 0, a gap that is not one (the Scala tool
-    before it took the first record as the start): those pairs are dropped from Kafka's report."""
+    offset>" for every file whose first record is not at offset 0 (any segment but a log's first,
+    a cleaned first segment), a gap that is not one (the Scala tool before it took the first record
+    as the start, as kafkalog does): those pairs are dropped from Kafka's report."""
     out, heading = [], ""
     for line in text.splitlines():
         if line.startswith("[") or not line.strip():
@@ -727,13 +728,14 @@ def write_idempotent_log(path: Path) -> tuple[list[Rec], int]:
     return out, last_base
 
 
-def test_an_idempotent_producer_continues_from_kafkalogs_producer_snapshot(broker, tmp_path):
+def test_an_idempotent_producer_continues_from_kafkalogs_producer_snapshot(local_broker, tmp_path):
     """Kafka's idempotence (ProducerStateManager, ProducerAppendInfo.checkSequence) on a producer only
     kafkalog wrote for: the broker's clean restart loads kafkalog's producer snapshot at the log end
     offset and scans nothing, and then treats the producer as it treats its own: the duplicate of the
     last batch is answered with that batch's offset and not appended, a stale sequence and a gap are
     rejected with OUT_OF_ORDER_SEQUENCE_NUMBER, the next sequence is appended at the log end, and its
     own duplicate is answered as the last one was."""
+    broker = local_broker                            # its log is read below
     create_topic(broker, "kl_idempotent", 1)
     local = tmp_path / "kafkalog" / "kl_idempotent-0"
     written, last_base = write_idempotent_log(local)
