@@ -609,15 +609,15 @@ class _Dump:
                 parts.append(f" sequence: {r.sequence} headerKeys: "
                              f"[{','.join(h.key for h in r.headers)}]")
             else:
-                parts.append(f" isValid: {_bool(bool(crc_ok))} crc: {crc}}}")
+                parts.append(f" isValid: {_bool(bool(crc_ok))} crc: {crc}")
             if control:
                 parts.append(_control_fields(r)[0])
         if self.print_data and not control:
             if r.key is not None:
                 parts.append(f"{prefix}key: {_text(r.key)}")
                 prefix = " "
-            if r.value is not None:
-                parts.append(f" payload: {_text(r.value)}")
+            if r.value is not None:             # Java DumpLogSegments (4.3+): "| payload" with no key
+                parts.append(f"{prefix}payload: {_text(r.value)}")
         parts.append("\n")
         self.out.write("".join(parts))
 

@@ -82,14 +82,16 @@ def test_verify_exit_codes(segment: Path, tmp_path: Path) -> None:
 
 @needs_fixture(FIXTURES / "kafka-go")
 def test_dump_of_a_real_legacy_fixture() -> None:
-    """A magic-1 gzip wrapper written by a real broker: v0/v1 batch line and '}' record lines."""
+    """A magic-1 gzip wrapper written by a real broker: v0/v1 batch line and record lines ending in
+    the record's crc (Kafka 4.3+'s Java DumpLogSegments; the Scala tool before it printed a stray '}')."""
     seg = FIXTURES / "kafka-go" / "derived" / "v1c-v1c.recordset.log"
     out = kafkalog("dump", "--files", str(seg), "--deep-iteration")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[1].startswith("offset: 1 position: 0 CreateTime: ")
     assert "magic: 1 compresscodec: gzip" in lines[1]
-    assert lines[2].startswith("| offset: 0 CreateTime: ") and lines[2].endswith("}")
+    assert lines[2].startswith("| offset: 0 CreateTime: ")
+    assert lines[2].endswith("keySize: 5 valueSize: 33 isValid: true crc: 1874811498"), lines[2]
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

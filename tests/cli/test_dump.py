@@ -457,14 +457,16 @@ def test_reports_txnindex_snapshot_and_unknown_files(tmp_path: Path) -> None:
 
 
 def test_skip_record_metadata(meta_log: Path) -> None:
-    """--skip-record-metadata: Kafka prints "| " only before the metadata or the key, so a record
-    without a key is " payload: v" and a control record an empty line."""
+    """--skip-record-metadata: Kafka prints "| " before the first content field, so a record without
+    a key is "| payload: v" and a control record an empty line (the Java DumpLogSegments of Kafka
+    4.3+, ``printRecordContents``; the Scala tool before it printed " payload: v", checked against
+    Kafka 4.4.0 in tests/interop)."""
     out = kafkalog("dump", "--print-data-log", "--skip-record-metadata", "--files", meta_log)
     assert out.returncode == 0, out.stderr
     records = [line for line in out.stdout.splitlines()
                if not line.startswith(("Dumping", "Log starting", "baseOffset"))]
-    assert records[:9] == [" payload: a", " payload: b", "| key: c payload: 1", " payload: d",
-                           "| key: e", " payload: f", " payload: g", " payload: h", " payload: i"]
+    assert records[:9] == ["| payload: a", "| payload: b", "| key: c payload: 1", "| payload: d",
+                           "| key: e", "| payload: f", "| payload: g", "| payload: h", "| payload: i"]
     assert records[10] == ""                                     # the COMMIT marker
 
 

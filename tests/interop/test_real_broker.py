@@ -9,12 +9,14 @@ DumpLogSegments as the judges.
    real consumer, and kafkalog (``Log``, ``kafkalog verify``, ``format("kafkalog")``) must read
    exactly those records from the broker's log dir, while the broker runs and after it stopped,
    for read_uncommitted and read_committed; ``offsets_for_times`` answers as the broker's
-   ListOffsets; the indexes kafkalog rebuilds equal the broker's byte for byte.
+   ListOffsets; the indexes kafkalog rebuilds equal the broker's byte for byte; ``kafkalog dump``
+   prints what DumpLogSegments prints for the same files.
 2. kafkalog -> broker: topics created through the broker (so the KRaft metadata has their topic
    ids), the broker stopped, the partitions' files replaced by what kafkalog wrote (the engine
    with transactions, producer snapshots and indexes; the Spark sink), the broker restarted: its
    log end offsets are kafkalog's, nothing is truncated, a real consumer reads every record for
-   both isolation levels, DumpLogSegments accepts every file, and the broker appends after.
+   both isolation levels, DumpLogSegments accepts every file, and the broker appends after; an
+   idempotent producer continues from kafkalog's producer snapshot as from the broker's own.
 """
 
 from __future__ import annotations
@@ -370,13 +372,90 @@ def test_rebuilt_indexes_equal_the_brokers(broker_topic, tmp_path):
                 assert ours == f.read_bytes(), (f.name, len(ours), f.stat().st_size)
 
 
-def test_dump_log_segments_accepts_the_brokers_files(broker_topic, local_broker):
-    """Kafka's own DumpLogSegments: the judge of the files kafkalog was just compared on."""
-    files = sorted(str(f) for p in broker_topic.parts for f in p.iterdir() if f.suffix in (".log", ".index",
-                                                                                              ".timeindex"))
-    done = local_broker.dump_log_segments("--files", ",".join(files), "--verify-index-only")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Mismatches in :" not in done.stdout and "not the same" not in done.stdout, done.stdout[-3000:]
+def kafkalog_dump(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def stderr_reports(text: str, *, kafka: bool) -> list[tuple[str, str]]:
+    """DumpLogSegments' end-of-run reports on stderr as sorted (heading, line) pairs.
+
+    Normalised, and only this: (1) the order: Kafka keeps the reports in a HashMap by file and the
+    non-consecutive pairs in a TreeMap, kafkalog in the order it found them; (2) Kafka's own log4j
+    lines (a JVM's warnings), which kafkalog has no counterpart of; (3) Kafka 4.3+'s Java tool starts
+    each file's "last offset" at -1 (``dumpBatchRecords``), so it reports "-1 is followed by <first
+    offset>" for every file whose first record is not at offset 0 (any segment but a log's first,
+    a cleaned first segment), a gap that is not one (the Scala tool before it took the first record
+    as the start, as kafkalog does): those pairs are dropped from Kafka's report."""
+    out, heading = [], ""
+    for line in text.splitlines():
+        if line.startswith("[") or not line.strip():
+            continue
+        if line.startswith("  ") or line.startswith(("Indexed offset:", "Index offset:")):
+            if kafka and heading.startswith("Non-consecutive offsets in ") and line.startswith("  -1 is followed by "):
+                continue
+            out.append((heading, line))
+        else:
+            heading = line
+            out.append((heading, ""))
+    kept = {h for h, line in out if line}
+    return sorted((h, line) for h, line in out if line or h in kept or not h.startswith("Non-consecutive"))
+
+
+def assert_dumps_agree(broker, files: list[Path], *flag_sets: list[str]) -> dict[tuple[str, ...], str]:
+    """``kafkalog dump`` and Kafka's DumpLogSegments on the same files with the same flags: the
+    same exit code, stdout equal line for line (the "Dumping", batch, record and index lines: no
+    normalisation), the same stderr reports (see ``stderr_reports``). Returns Kafka's stdout per flag set."""
+    names = ",".join(map(str, files))
+    kafka_out = {}
+    for flags in flag_sets:
+        theirs = broker.dump_log_segments("--files", names, *flags)
+        ours = kafkalog_dump("--files", names, *flags)
+        assert theirs.returncode == 0, (flags, theirs.stderr[-3000:])
+        assert ours.returncode == theirs.returncode, (flags, ours.stderr[-3000:])
+        t_lines, o_lines = theirs.stdout.splitlines(), ours.stdout.splitlines()
+        diff = next((i for i, (a, b) in enumerate(zip(t_lines, o_lines)) if a != b), min(len(t_lines), len(o_lines)))
+        assert t_lines == o_lines, (flags, f"first difference at line {diff}", t_lines[diff:diff + 3],
+                                    o_lines[diff:diff + 3], len(t_lines), len(o_lines))
+        assert stderr_reports(ours.stderr, kafka=False) == stderr_reports(theirs.stderr, kafka=True), \
+            (flags, theirs.stderr[-3000:], ours.stderr[-3000:])
+        kafka_out[tuple(flags)] = theirs.stdout
+    return kafka_out
+
+
+def test_kafkalog_dump_prints_what_dump_log_segments_prints(broker_topic, local_broker):
+    """Kafka's DumpLogSegments (kafka-dump-log.sh) is the judge of ``kafkalog dump`` on the broker's
+    own files (every codec, null keys and values, headers, idempotent and transactional batches,
+    COMMIT/ABORT markers; .log, .index, .timeindex, .snapshot, .txnindex): the batch and record
+    lines with --deep-iteration --print-data-log (also with --skip-record-metadata), and the index
+    checks of --verify-index-only and --index-sanity-check, which also accept every file."""
+    files = sorted(f for p in broker_topic.parts for f in p.iterdir() if f.suffix in PARTITION_FILES)
+    assert {f.suffix for f in files} >= {".log", ".index", ".timeindex", ".snapshot"}, files
+    out = assert_dumps_agree(local_broker, files, ["--deep-iteration", "--print-data-log"],
+                             ["--print-data-log", "--skip-record-metadata"], ["--verify-index-only"],
+                             ["--index-sanity-check"])
+    deep = out[("--deep-iteration", "--print-data-log")]
+    assert deep.count("| offset: ") == len(broker_topic.everything) + deep.count("endTxnMarker: ")
+    for codec in ("gzip", "snappy", "lz4", "zstd", "none"):
+        assert f"compresscodec: {codec} " in deep, codec
+    assert "endTxnMarker: ABORT" in deep and "isTransactional: true" in deep and "headerKeys: [h,codec]" in deep
+    for text in out.values():
+        assert "Mismatches in :" not in text and "not the same" not in text, text[-3000:]
+
+
+def test_kafkalog_dump_of_a_legacy_segment_prints_what_dump_log_segments_prints(local_broker, tmp_path):
+    """Magic 0/1 (a 4.x broker writes none, its DumpLogSegments still reads them): a real broker's
+    magic-1 gzip message set from the shared fixtures, dumped by both with --print-data-log."""
+    from fixture_paths import FIXTURES
+
+    src = FIXTURES / "kafka-go" / "derived" / "v1c-v1c.recordset.log"
+    if not src.exists():
+        pytest.skip(f"{src} is absent (the shared fixtures, ../shared relative to the repository)")
+    seg = tmp_path / "legacy-0" / "00000000000000000000.log"       # Kafka parses the base offset from the name
+    seg.parent.mkdir()
+    shutil.copyfile(src, seg)
+    out = assert_dumps_agree(local_broker, [seg], ["--deep-iteration", "--print-data-log"])
+    assert "magic: 1 compresscodec: gzip" in out[("--deep-iteration", "--print-data-log")]
 
 
 def test_compacted_topic_after_the_brokers_cleaner(broker, local_broker, spark):
@@ -412,6 +491,10 @@ def test_compacted_topic_after_the_brokers_cleaner(broker, local_broker, spark):
     broker.stop()
     assert read_with_log(part, "read_uncommitted") == everything
     assert read_with_spark(spark, broker.log_dir, topic, "read_committed") == committed
+    # the cleaned segments' offset gaps: DumpLogSegments' non-consecutive report, and kafkalog dump's
+    files = sorted(f for f in part.iterdir() if f.suffix in PARTITION_FILES)
+    out = assert_dumps_agree(broker, files, ["--deep-iteration", "--print-data-log"])
+    assert out[("--deep-iteration", "--print-data-log")].count("| offset: ") == len(everything)
 
 
 def test_retention_deleted_segments(broker, local_broker):
@@ -590,3 +673,90 @@ def test_a_killed_broker_recovers_what_kafkalog_wrote(local_broker, tmp_path):
     assert (start[0], end[0]) == (0, log_end_offset(local / "kl_recovered-0"))
     assert consume(broker, "kl_recovered", 1, "read_committed") == committed
     assert consume(broker, "kl_recovered", 1, "read_uncommitted") == everything
+
+
+IDEMPOTENT_PID = 1_000_001   # an idempotent (non-transactional) producer only kafkalog has written for
+
+
+def produce_raw(broker, topic: str, seqs: tuple[int, int], tag: str) -> tuple[int, int]:
+    """One magic-2 batch of producer IDEMPOTENT_PID (epoch 0) with the sequences seqs[0]..seqs[1],
+    built by kafka-python's MemoryRecordsBuilder and sent in a ProduceRequest (acks=-1) exactly as
+    its idempotent producer sends one, with the producer id and sequence chosen here (no Python
+    client lets a caller choose them otherwise). Returns the partition's (error code, base offset)."""
+    from kafka.net.compat import KafkaNetClient
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    first, last = seqs
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20, producer_id=IDEMPOTENT_PID,
+                                   producer_epoch=0, base_sequence=first)
+    for i in range(last - first + 1):
+        builder.append(timestamp=BASE_TS + 50_000 + first + i, key=b"idem", value=f"{tag}-{first + i}".encode(),
+                       headers=[])
+    builder.close()
+    topic_data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[topic_data(
+        name=topic, partition_data=[topic_data.PartitionProduceData(index=0, records=builder.buffer())])],
+        min_version=3, max_version=9)
+    client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
+    try:
+        client.check_version()                                  # bootstraps: the metadata names node 1
+        response = client.send_and_receive(1, request)         # node 1: the single broker, every leader
+    finally:
+        client.close()
+    (part,) = response.responses[0].partition_responses
+    return part.error_code, part.base_offset
+
+
+
+def write_idempotent_log(path: Path) -> tuple[list[Rec], int]:
+    """Eight batches of 30 records of producer IDEMPOTENT_PID, epoch 0, sequences 0..239, in
+    segments of 2 KiB: kafkalog's ProducerStateManager snapshots them at every roll and at close.
+    Returns (the records, the base offset of the last batch)."""
+    out: list[Rec] = []
+    with Log.open(path, LogConfig(segment_bytes=2048, index_interval_bytes=256)) as log:
+        for b in range(8):
+            values = [f"kafkalog-{b * 30 + i}".encode() for i in range(30)]
+            stamps = [BASE_TS + 40_000 + b * 30 + i for i in range(30)]
+            table = pa.table({"key": pa.array([b"idem"] * 30, pa.binary()), "value": pa.array(values, pa.binary()),
+                              "timestamp": pa.array(stamps, pa.int64())})
+            raw = encode_batches(table, compression="none", base_offset=log.log_end_offset,
+                                 producer_id=IDEMPOTENT_PID, producer_epoch=0, base_sequence=b * 30)
+            last_base = log.append_raw(bytearray(raw)).first_offset
+            out.extend(Rec(0, last_base + i, b"idem", values[i], (), stamps[i], 0) for i in range(30))
+        assert len(log.segments) >= 3
+    return out, last_base
+
+
+def test_an_idempotent_producer_continues_from_kafkalogs_producer_snapshot(local_broker, tmp_path):
+    """Kafka's idempotence (ProducerStateManager, ProducerAppendInfo.checkSequence) on a producer only
+    kafkalog wrote for: the broker's clean restart loads kafkalog's producer snapshot at the log end
+    offset and scans nothing, and then treats the producer as it treats its own: the duplicate of the
+    last batch is answered with that batch's offset and not appended, a stale sequence and a gap are
+    rejected with OUT_OF_ORDER_SEQUENCE_NUMBER, the next sequence is appended at the log end, and its
+    own duplicate is answered as the last one was."""
+    broker = local_broker                            # its log is read below
+    create_topic(broker, "kl_idempotent", 1)
+    local = tmp_path / "kafkalog" / "kl_idempotent-0"
+    written, last_base = write_idempotent_log(local)
+    leo = log_end_offset(local)
+    assert (local / f"{leo:020d}.snapshot").exists()
+    broker.stop()
+    replace_partition_files(broker, local, "kl_idempotent-0")
+    broker.restart()
+    loaded = [line for line in broker.log_text().splitlines() if "kl_idempotent-0" in line]
+    assert any(f"{leo:020d}.snapshot" in line and "Loading producer state from snapshot file" in line
+               for line in loaded), "\n".join(loaded)
+    assert any(f"rebuilding producer state from offset {leo}" in line for line in loaded), "\n".join(loaded)
+
+    none, out_of_order = 0, 45                       # Kafka's error codes NONE, OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_raw(broker, "kl_idempotent", (210, 239), "again") == (none, last_base)
+    assert produce_raw(broker, "kl_idempotent", (0, 29), "stale")[0] == out_of_order
+    assert produce_raw(broker, "kl_idempotent", (241, 250), "gap")[0] == out_of_order
+    assert list_offsets(broker, "kl_idempotent", 1)[1] == {0: leo}          # nothing of those appended
+    assert produce_raw(broker, "kl_idempotent", (240, 249), "broker") == (none, leo)
+    assert produce_raw(broker, "kl_idempotent", (240, 249), "broker") == (none, leo)
+    assert list_offsets(broker, "kl_idempotent", 1)[1] == {0: leo + 10}
+    got = consume(broker, "kl_idempotent", 1, "read_uncommitted")
+    assert got[:leo] == written
+    assert [r.value for r in got[leo:]] == [f"broker-{240 + i}".encode() for i in range(10)]
