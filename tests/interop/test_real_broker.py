@@ -760,3 +760,53 @@ def test_an_idempotent_producer_continues_from_kafkalogs_producer_snapshot(local
     got = consume(broker, "kl_idempotent", 1, "read_uncommitted")
     assert got[:leo] == written
     assert [r.value for r in got[leo:]] == [f"broker-{240 + i}".encode() for i in range(10)]
+
+
+def test_a_real_broker_serves_what_kafkalogs_cleaner_and_retention_left(broker, tmp_path):
+    """The other writers of kafkalog's files (issue 18, Build 4): a keyed partition compacted by
+    kafkalog's log cleaner (cleaned segments swapped in, offset gaps, tombstones kept within
+    delete.retention.ms) and then cut by size retention (whole segments deleted, the log start
+    moved to the first remaining base offset). Served by the restarted broker as they are: its
+    log start and end offsets are kafkalog's (LogLoader: the log start is the first segment's
+    base when no checkpoint says more), nothing is truncated or reported corrupt, and a real
+    consumer reads exactly what kafkalog reads."""
+    from storage_core.manager import LogManager
+
+    create_topic(broker, "kl_cleaned", 1, {"retention.ms": "-1"})
+    local = tmp_path / "kafkalog"
+    part = local / "kl_cleaned-0"
+    written = 0
+    with Log.open(part, LogConfig(segment_bytes=4096)) as log:
+        for round_, codec in enumerate(("none", "gzip", "lz4", "zstd", "snappy", "none") * 2):
+            keys = [f"key-{(round_ * 37 + i) % 25}".encode() for i in range(40)]
+            values = [None if i % 11 == 0 else f"v{round_}-{i}-".encode() * 5 for i in range(40)]
+            log.append(pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
+                                 "timestamp": pa.array([BASE_TS + written + i for i in range(40)], pa.int64())}),
+                       compression=codec, max_batch_bytes=1024)
+            written += 40
+    with LogManager.open(local) as mgr:
+        mgr.alter_topic_config("kl_cleaned", {"cleanup.policy": "compact", "segment.bytes": 4096,
+                                              "min.cleanable.dirty.ratio": 0.01})
+        assert sum(r.records_removed for r in mgr.compact()) > 0
+        with Log.open(part, read_only=True) as log:
+            sizes = [seg.size for seg in log.segments]
+        assert len(sizes) >= 3, sizes
+        mgr.alter_topic_config("kl_cleaned", {"cleanup.policy": "compact,delete",
+                                              "retention.bytes": sum(sizes) - sizes[0] // 2})
+        assert mgr.cleanup_logs(include_compacted=True)       # segments deleted
+    mgr_seen = read_with_log(part, "read_uncommitted")
+    with Log.open(part, read_only=True) as log:
+        start, end = log.log_start_offset, log.log_end_offset
+    assert 0 < start and end == written                     # retention cut, nothing lost at the end
+    assert len(mgr_seen) < end - start                      # compacted: offset gaps
+    assert any(r.value is None for r in mgr_seen)           # tombstones kept (delete.retention.ms)
+
+    broker.stop()
+    replace_partition_files(broker, part, "kl_cleaned-0")
+    broker.restart()
+    if hasattr(broker, "log_text"):
+        for line in broker.log_text().splitlines():
+            assert not ("kl_cleaned" in line and any(bad in line for bad in (
+                "Found invalid messages", "Corruption", "CorruptRecordException", "truncat"))), line
+    assert list_offsets(broker, "kl_cleaned", 1) == ({0: start}, {0: end})
+    assert consume(broker, "kl_cleaned", 1, "read_uncommitted") == mgr_seen
