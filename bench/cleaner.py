@@ -57,8 +57,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from storage_core.checkpoints import TopicPartition    # noqa: E402
-from storage_core.cleaner_manager import LogCleaner    # noqa: E402
+from storage_core.checkpoint import TopicPartition    # noqa: E402
+from storage_core.cleaner import LogCleaner    # noqa: E402
 from storage_core.config import CleanerConfig, LogConfig   # noqa: E402
 from storage_core.format import decode_batches, encode_batches  # noqa: E402
 from storage_core.format._md5 import md5_spans         # noqa: E402

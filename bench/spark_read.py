@@ -197,7 +197,7 @@ def profile_fetches(args) -> None:
     """One partition read in this process through the executor's path (``read_partition``),
     each 4 MiB fetch's positioned read and decode timed; best of 3 passes (warm)."""
     import kafka_log_source.reader as reader
-    from storage_core.segment import LogSegment
+    from storage_core.log import LogSegment
 
     root = Path(args.dir) / "read"
     write_topic(root, args.gib, args.partitions)

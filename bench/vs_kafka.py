@@ -230,7 +230,7 @@ def bench_compact(broker, args, root: Path) -> float:
         data = root / "kafkalog-compact"
         shutil.rmtree(data, ignore_errors=True)
         cleaner_bench.restore(pristine, data / "dirty-0")
-        cli = [sys.executable, "-m", "storage_core.cli"]
+        cli = [sys.executable, "-m", "storage_core.tools"]
         subprocess.run([*cli, "config", str(data), "--topic", "dirty", "--set", "cleanup.policy=compact",
                         "--set", "min.cleanable.dirty.ratio=0.01", "--set", "retention.ms=-1"],
                        check=True, capture_output=True)

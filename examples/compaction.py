@@ -29,9 +29,9 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # run from a source checkout
 
-from storage_core.checkpoints import TopicPartition  # noqa: E402
+from storage_core.checkpoint import TopicPartition  # noqa: E402
 from storage_core.config import LogConfig  # noqa: E402
-from storage_core.manager import LogManager  # noqa: E402
+from storage_core.server import LogManager  # noqa: E402
 
 TOPIC = "users"
 PARTITIONS = 2

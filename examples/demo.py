@@ -127,13 +127,13 @@ def main() -> int:
     spark.stop()
 
     step("4. kafkalog describe: the directory a Kafka broker could serve as it is")
-    out = subprocess.run([sys.executable, "-m", "storage_core.cli", "describe", str(topics)],
+    out = subprocess.run([sys.executable, "-m", "storage_core.tools", "describe", str(topics)],
                          capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     print("\n".join("   " + line for line in lines[:14]))
     if len(lines) > 14:
         print(f"   ... {len(lines) - 14} more lines (the other partitions): kafkalog describe, below")
-    verify = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(topics)],
+    verify = subprocess.run([sys.executable, "-m", "storage_core.tools", "verify", str(topics)],
                             capture_output=True, text=True)
     print(f"   kafkalog verify: {(verify.stdout.strip().splitlines() or ['?'])[-1]}")
 

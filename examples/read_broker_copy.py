@@ -51,7 +51,7 @@ def make_spark(app: str):
 
 
 def kafkalog_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "storage_core.tools", *args], capture_output=True, text=True)
 
 
 def when(ms: int | None) -> str:

@@ -37,7 +37,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from storage_core.checkpoints import atomic_write
+from storage_core.checkpoint import atomic_write
 from storage_core.errors import KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.record_batch import CRC_OFFSET, crc32c, increment_sequence
@@ -47,7 +47,7 @@ from .options import SinkOptions, default_staging
 from .staged_append import append_staged, can_append_staged
 from .writer import ProducerIdentity, StagedRun
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 STATE_DIR = "kafkalog-sink"
 BASE_SEQUENCE_OFFSET = 53
@@ -124,7 +124,7 @@ class SinkCoordinator:
             self._finish(st)
             st = self._read_state()
         if st is not None and st.state == "complete" and st.batch_id >= batch_id:
-            log.info("Batch %d is already in the logs (last complete %d): not appended again",
+            logger.info("Batch %d is already in the logs (last complete %d): not appended again",
                      batch_id, st.batch_id)
             self.discard(runs)
             return
@@ -192,9 +192,9 @@ class SinkCoordinator:
 
         self._side_by_side(append_and_flush, partitions)
 
-    def _made_durable(self, log_: Log, runs: list[StagedRun]) -> None:
+    def _made_durable(self, log: Log, runs: list[StagedRun]) -> None:
         """Flush a partition appended to, then remove its staged files."""
-        self._flush(log_)
+        self._flush(log)
         for run in runs:
             # appended and durable per the fsync policy: a retried commit re-runs the tasks,
             # so the staged copy is of no further use (and unlinking frees page cache early)
@@ -206,11 +206,11 @@ class SinkCoordinator:
         if not quiet:
             self._side_by_side(Log.close, opened)
             return
-        for log_ in opened:
+        for log in opened:
             try:
-                log_.close()
+                log.close()
             except Exception as e:          # the abort that follows reopens and recovers it
-                log.warning("Closing %s after a failed append: %s", log_.dir, e)
+                logger.warning("Closing %s after a failed append: %s", log.dir, e)
 
     def _crash_point(self, where: str) -> None:
         """Fault injection for the crash tests (option ``kafkalog.test.crashAt``): die here as
@@ -252,11 +252,11 @@ class SinkCoordinator:
         pid, epoch = st.producer.producer_id, st.producer.epoch
         logs = logs or {}
 
-        def end_txn(log_: Log) -> None:
-            open_txn = any(t.producer_id == pid for t in log_.producer_state.ongoing_txns.values())
+        def end_txn(log: Log) -> None:
+            open_txn = any(t.producer_id == pid for t in log.producer_state.ongoing_txns.values())
             if open_txn:
-                log_.append_end_txn_marker(pid, epoch, "COMMIT" if commit else "ABORT", 0)
-                self._flush(log_)
+                log.append_end_txn_marker(pid, epoch, "COMMIT" if commit else "ABORT", 0)
+                self._flush(log)
 
         def finish_partition(tp: tuple[str, int]) -> None:
             if tp in logs:
@@ -264,8 +264,8 @@ class SinkCoordinator:
                 return
             path = self._dir(tp)
             if path.exists():
-                with self._open(path) as log_:
-                    end_txn(log_)
+                with self._open(path) as log:
+                    end_txn(log)
 
         if logs and self.opts.crash_at is None:
             self._side_by_side(finish_partition, st.partitions)
@@ -277,27 +277,27 @@ class SinkCoordinator:
         self._write_state(TxnState(st.batch_id, "complete" if commit else "aborted",
                                    st.partitions, st.producer))
         if not commit:
-            log.warning("Aborted the interrupted transaction of batch %d on %d partitions",
+            logger.warning("Aborted the interrupted transaction of batch %d on %d partitions",
                         st.batch_id, len(st.partitions))
 
     def _append(self, tp: tuple[str, int], runs: list[StagedRun],
                 producer: ProducerIdentity, logs: dict[tuple[str, int], Log]) -> None:
-        log_ = logs[tp] = self._open(self._dir(tp))
-        entry = log_.producer_state.last_entry(producer.producer_id)
+        log = logs[tp] = self._open(self._dir(tp))
+        entry = log.producer_state.last_entry(producer.producer_id)
         seq = (increment_sequence(entry.last_seq, 1)
                if entry is not None and entry.last_seq >= 0 else 0)
-        if can_append_staged(log_.config):
-            append_staged(log_, runs, producer, seq, self.opts.staged_segment_min_bytes)
+        if can_append_staged(log.config):
+            append_staged(log, runs, producer, seq, self.opts.staged_segment_min_bytes)
             return
         for run in runs:
             for chunk in _staged_chunks(Path(run.path), run.size,
-                                        min(STAGED_CHUNK, log_.config.segment_bytes)):
+                                        min(STAGED_CHUNK, log.config.segment_bytes)):
                 seq = number_sequences(chunk, seq)
-                log_.append_raw(chunk, owned=True)
+                log.append_raw(chunk, owned=True)
 
-    def _flush(self, log_: Log) -> None:
+    def _flush(self, log: Log) -> None:
         if self.opts.fsync == "commit":
-            log_.flush()
+            log.flush()
 
     def _create_topics(self, topics: set[str]) -> None:
         """A topic seen for the first time gets all its ``numPartitions`` directories, the
@@ -306,7 +306,7 @@ class SinkCoordinator:
         Every partition of a new topic gets the same new random topic id (KIP-516) in its
         ``partition.metadata``, so readers can tell a recreated topic from the old one; missing
         partitions filled in later get the id of the existing ones."""
-        from storage_core.checkpoints import PartitionMetadataFile, random_topic_id
+        from storage_core.checkpoint import PartitionMetadataFile, random_topic_id
 
         from .writer import topic_partition_count
 
@@ -334,7 +334,7 @@ class SinkCoordinator:
         --config`` records them: ``kafkalog retention`` / ``compact`` and a LogManager then
         apply them. Written before the first directory, so a kill in between loses nothing;
         a topic that already has overrides keeps them."""
-        from storage_core.config_repository import ConfigRepository
+        from storage_core.server import ConfigRepository
 
         from .options import TOPIC_CONFIGS
 

@@ -13,7 +13,7 @@ from typing import Mapping
 from pyspark.sql.types import (ArrayType, BinaryType, DataType, DoubleType, IntegerType,
                                StringType, StructType, TimestampType)
 
-from storage_core.checkpoints import validate_topic_name
+from storage_core.checkpoint import validate_topic_name
 from storage_core.config import LONG_MAX, LogConfig
 from storage_core.errors import InvalidConfigError, InvalidTopicError
 

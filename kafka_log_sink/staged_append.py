@@ -70,9 +70,9 @@ class StagedAppend:
     next_sequence: int
 
 
-def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
+def append_staged(log: Log, runs: list[StagedRun], producer: ProducerIdentity,
                   first_sequence: int, segment_min_bytes: int) -> StagedAppend:
-    """Append the staged files of ``runs`` (one partition's, in order) to ``log_`` as batches
+    """Append the staged files of ``runs`` (one partition's, in order) to ``log`` as batches
     of ``producer`` numbered from its end offset and from ``first_sequence``; returns what was
     appended and the next sequence. Every file is checked and numbered before the first is
     appended: a damaged one (not exactly ``run.size`` bytes of intact batches of this
@@ -82,7 +82,7 @@ def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
     # the commit is the only user of this log (the partition's writer lock is ours), so the
     # offsets the batches are numbered from are the ones they are appended at, which
     # Log.append_from_file / append_segment_file check all the same
-    offset, seq = log_.log_end_offset, first_sequence
+    offset, seq = log.log_end_offset, first_sequence
     numbered: list[tuple[Path, int, int, BatchArrays]] = []
     try:
         for run in runs:
@@ -95,24 +95,24 @@ def append_staged(log_: Log, runs: list[StagedRun], producer: ProducerIdentity,
                                     f"{run.size}: staging was changed or truncated")
             if size == 0:
                 continue
-            scan = _number(fd, size, path, offset, log_.config, producer, seq,
+            scan = _number(fd, size, path, offset, log.config, producer, seq,
                            verify=not run.written_direct)
             numbered[-1] = (path, fd, size, scan)
             count = int(scan.records_count.sum())
             offset += count
             seq = (seq + count) % 2**31
-        first = log_.log_end_offset
+        first = log.log_end_offset
         for path, fd, size, scan in numbered:
             if scan is None:
                 continue
-            if size >= segment_min_bytes and log_.can_take_segment_file(path, scan):
-                log_.append_segment_file(path, scan)
+            if size >= segment_min_bytes and log.can_take_segment_file(path, scan):
+                log.append_segment_file(path, scan)
             else:
-                log_.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
+                log.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
     finally:
         for _, fd, _, _ in numbered:
             os.close(fd)
-    return StagedAppend(first, log_.log_end_offset - 1, log_.log_end_offset - first, seq)
+    return StagedAppend(first, log.log_end_offset - 1, log.log_end_offset - first, seq)
 
 
 def _number(fd: int, size: int, path: Path, first_offset: int, config: LogConfig,

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from storage_core.segment import write_all
+from storage_core.log import write_all
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 ALIGN = 4096                    # O_DIRECT's offset, length and address alignment (any block size)
 DIRECT_CHUNK = 4 << 20          # bytes per direct write: the disk streams, the buffers stay small
@@ -81,7 +81,7 @@ class StagingFile:
                 self._direct = True
                 return
             except OSError as e:             # EINVAL: no O_DIRECT on this file system
-                log.debug("Staging %s without O_DIRECT: %s", self.path, e)
+                logger.debug("Staging %s without O_DIRECT: %s", self.path, e)
         self._fd = os.open(self.path, flags, 0o666)
 
     def reserve(self, n: int) -> np.ndarray | None:
@@ -180,7 +180,7 @@ class StagingFile:
                 raise
             # a file system that takes O_DIRECT at open but not these writes (alignment it
             # wants larger than 4 KiB): the same bytes buffered, and the rest of the file too
-            log.warning("Staging %s through the page cache: direct write refused (%s)",
+            logger.warning("Staging %s through the page cache: direct write refused (%s)",
                         self.path, e)
             self._clear_direct()
             write_all(self._fd, view, offset)

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from storage_core.checkpoints import parse_topic_partition_dir, topic_id_to_str
+from storage_core.checkpoint import parse_topic_partition_dir, topic_id_to_str
 from storage_core.errors import KafkaLogError
 from storage_core.log import Log
 
 from .offsets import TopicPartition
 from .options import Assign, Strategy, Subscribe
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def partition_dirs(root: Path) -> dict[TopicPartition, Path]:
@@ -63,11 +63,11 @@ def assigned(strategy: Strategy, root: Path) -> dict[TopicPartition, Path]:
 @contextmanager
 def open_partition(path: Path) -> Iterator[Log]:
     """The partition opened read-only (no lock: a writer may be appending)."""
-    log_ = Log.open(path, read_only=True)
+    log = Log.open(path, read_only=True)
     try:
-        yield log_
+        yield log
     finally:
-        log_.close()
+        log.close()
 
 
 @dataclass(frozen=True)
@@ -79,20 +79,20 @@ class PartitionInfo:
 
 
 def partition_info(path: Path, isolation: str) -> PartitionInfo:
-    with open_partition(path) as log_:
-        latest = log_.last_stable_offset if isolation == "read_committed" else log_.log_end_offset
-        return PartitionInfo(log_.log_start_offset, latest,
-                             tuple(s.base_offset for s in log_.segments), topic_id_str(log_))
+    with open_partition(path) as log:
+        latest = log.last_stable_offset if isolation == "read_committed" else log.log_end_offset
+        return PartitionInfo(log.log_start_offset, latest,
+                             tuple(s.base_offset for s in log.segments), topic_id_str(log))
 
 
-def topic_id_str(log_: Log) -> str | None:
-    return None if log_.topic_id is None else topic_id_to_str(log_.topic_id)
+def topic_id_str(log: Log) -> str | None:
+    return None if log.topic_id is None else topic_id_to_str(log.topic_id)
 
 
 def current_log_start(path: Path) -> int:
     """The log start offset now, without opening the log: the data directory's
     log-start-offset checkpoint and the first segment file (``Log``'s own rule)."""
-    from storage_core.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+    from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 
     tp = parse_topic_partition_dir(path.name)
     try:
@@ -114,5 +114,5 @@ def segments_for(info: PartitionInfo, start: int, end: int) -> tuple[int, ...]:
 
 def offset_for_timestamp(path: Path, timestamp: int) -> int | None:
     """The first offset whose timestamp is at or after ``timestamp`` (ListOffsets), or None."""
-    with open_partition(path) as log_:
-        return log_.offsets_for_times(timestamp)
+    with open_partition(path) as log:
+        return log.offsets_for_times(timestamp)

@@ -34,7 +34,7 @@ from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Late
                       SourceOptions, check_at_load, parse_source_options)
 from .reader import DataLossError, DATA_LOSS_HINT, KafkaLogInputPartition, read_partition, spark_schema
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class KafkaLogDataSource(DataSource):
@@ -60,7 +60,7 @@ class KafkaLogDataSource(DataSource):
         _check_schema(schema, self.options)
         opts = parse_source_options(self.options, streaming=False)
         for w in opts.warnings:
-            log.warning(w)
+            logger.warning(w)
         pushdown = str(self.options.get("filterPushdown", "false")).strip().lower()
         if pushdown not in ("true", "false"):
             raise InvalidConfigError(f"Invalid value {pushdown!r} for option 'filterPushdown': "
@@ -501,7 +501,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _data_loss(self, message: str, instead: str = "Ignored") -> None:
         if self.opts.fail_on_data_loss:
             raise DataLossError(message + DATA_LOSS_HINT)
-        log.warning("%s %s (failOnDataLoss=false).", message, instead)
+        logger.warning("%s %s (failOnDataLoss=false).", message, instead)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)

@@ -29,12 +29,12 @@ from storage_core.errors import CorruptRecordError, KafkaLogError
 from storage_core.format import decode_run
 from storage_core.format.columnar import DecodedRun
 from storage_core.format.log_input_stream import max_batch_read_size
-from storage_core.segment import LogSegment
+from storage_core.log import LogSegment
 
 from .catalog import current_log_start, open_partition
 from .offsets import EARLIEST, LATEST
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
@@ -120,7 +120,7 @@ def _recreated_since_planning(p: KafkaLogInputPartition) -> bool:
     recreated since): the planned range is gone; fail, or skip it with a warning."""
     if p.topic_id is None:
         return False
-    from storage_core.checkpoints import PartitionMetadataFile, topic_id_to_str
+    from storage_core.checkpoint import PartitionMetadataFile, topic_id_to_str
 
     try:
         now = topic_id_to_str(PartitionMetadataFile(Path(p.path)).read())
@@ -219,21 +219,21 @@ def _current_segments(path: Path, offset: int, *, attempts: int = 50) -> list[in
 
 
 def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
-    with open_partition(Path(p.path)) as log_:
+    with open_partition(Path(p.path)) as log:
         offset = p.start
-        if offset < log_.log_start_offset:
-            offset = _data_lost(p, offset, min(log_.log_start_offset, p.end),
+        if offset < log.log_start_offset:
+            offset = _data_lost(p, offset, min(log.log_start_offset, p.end),
                                 "the log starts after it")
-        end = min(p.end, log_.log_end_offset)
+        end = min(p.end, log.log_end_offset)
         while offset < end:
-            r = log_.fetch(offset, max_bytes=p.max_bytes, max_offset=end,
+            r = log.fetch(offset, max_bytes=p.max_bytes, max_offset=end,
                            isolation="read_committed")
             if r.next_offset <= offset:
                 break                                     # the last stable offset stops here
             yield r.table
             offset = r.next_offset
-        if p.end > log_.log_end_offset:
-            _data_lost(p, log_.log_end_offset, p.end, "the log ends before it")
+        if p.end > log.log_end_offset:
+            _data_lost(p, log.log_end_offset, p.end, "the log ends before it")
 
 
 def _decode(seg: LogSegment, data: bytes, position: int, max_bytes: int) -> DecodedRun:
@@ -272,7 +272,7 @@ def _data_lost(p: KafkaLogInputPartition, start: int, end: int, why: str) -> int
                f"{p.topic}-{p.partition} ({why}; directory {p.path}).")
     if p.fail_on_data_loss:
         raise DataLossError(message + DATA_LOSS_HINT)
-    log.warning("%s Skipping them (failOnDataLoss=false).", message)
+    logger.warning("%s Skipping them (failOnDataLoss=false).", message)
     return end
 
 

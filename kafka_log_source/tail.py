@@ -20,19 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from storage_core.checkpoints import (LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile,
+from storage_core.checkpoint import (LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile,
                                       PartitionMetadataFile, topic_id_to_str)
 from storage_core.config import LogConfig
 from storage_core.errors import KafkaLogError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.record_batch import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
-from storage_core.segment import LOG_SUFFIX, LogSegment
+from storage_core.log import LOG_SUFFIX, LogSegment
 
 from .catalog import PartitionInfo, assigned, open_partition, topic_id_str
 from .offsets import TopicPartition
 from .options import Strategy
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _SCAN_LIMIT = 8 << 20      # new bytes walked in one read; a larger new segment asks its index
 
@@ -86,22 +86,22 @@ class PartitionTail:
         except FileNotFoundError:
             self._topic_id = None
         except KafkaLogError as e:         # damaged: read on without the id, as Log does
-            log.warning("Reading %s without its topic id: %s", self.path, e)
+            logger.warning("Reading %s without its topic id: %s", self.path, e)
             self._topic_id = None
 
     def _reload(self) -> None:
-        with open_partition(self.path) as log_:
-            self._topic_id = topic_id_str(log_)
-            segments = log_.segments
+        with open_partition(self.path) as log:
+            self._topic_id = topic_id_str(log)
+            segments = log.segments
             self._bases = tuple(s.base_offset for s in segments)
-            self._first_base = self._bases[0] if self._bases else log_.log_start_offset
-            self._leo = log_.log_end_offset
+            self._first_base = self._bases[0] if self._bases else log.log_start_offset
+            self._leo = log.log_end_offset
             self._active = segments[-1].log_path if segments else None
             self._scanned = segments[-1].size if segments else 0
             self._ongoing = {}
             if self.committed:
                 self._ongoing = {txn.producer_id: first
-                                 for first, txn in log_.producer_state.ongoing_txns.items()}
+                                 for first, txn in log.producer_state.ongoing_txns.items()}
 
     def _follow_roll(self) -> bool:
         """The directory changed: if it only gained segments after the known ones (a roll), walk
@@ -154,7 +154,7 @@ class PartitionTail:
         try:
             scan = scan_batches(data, source=str(self._active))
         except KafkaLogError as e:
-            log.warning("Re-reading %s: %s", self.path, e)
+            logger.warning("Re-reading %s: %s", self.path, e)
             return False
         if scan.legacy_at_end:
             return False
@@ -235,7 +235,7 @@ class DataDirView:
             try:
                 self._log_starts = dict(OffsetCheckpointFile(path).read())
             except (OSError, KafkaLogError) as e:
-                log.warning("Ignoring unreadable %s: %s", path, e)
+                logger.warning("Ignoring unreadable %s: %s", path, e)
                 self._log_starts = {}
             self._cp_mtime = mtime
         return self._log_starts

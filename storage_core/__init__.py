@@ -5,7 +5,7 @@ The engine's public names import from the package itself::
     from storage_core import Log, LogConfig, LogManager
 
 They are resolved on first use (PEP 562 ``__getattr__``), so that ``import storage_core`` (which
-every ``kafkalog`` command and ``python -m storage_core.cli`` does) stays cheap: the CLI's
+every ``kafkalog`` command and ``python -m storage_core.tools`` does) stays cheap: the CLI's
 ``--help`` needs none of them.
 """
 
@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Log": "storage_core.log",
     "LogConfig": "storage_core.config",
-    "LogManager": "storage_core.manager",
-    "LogManagerConfig": "storage_core.manager",
+    "LogManager": "storage_core.server",
+    "LogManagerConfig": "storage_core.server",
     "KafkaLogError": "storage_core.errors",
 }
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:                                  # for type checkers and IDEs:
     from storage_core.config import LogConfig
     from storage_core.errors import KafkaLogError
     from storage_core.log import Log
-    from storage_core.manager import LogManager, LogManagerConfig
+    from storage_core.server import LogManager, LogManagerConfig
 
 
 def __getattr__(name: str) -> Any:

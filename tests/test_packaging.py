@@ -59,7 +59,7 @@ def test_wheel_holds_the_three_packages_typed_and_no_tests(dist):
     assert msg["Version"] == storage_core.__version__
     assert msg["Requires-Python"] == ">=3.11"
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "kafkalog = storage_core.cli:main" in zipfile.ZipFile(
+    assert "kafkalog = storage_core.tools:main" in zipfile.ZipFile(
         _one(dist, "kafkalog-*.whl")).read(entry).decode()
 
 

@@ -18,7 +18,7 @@ from fixture_paths import FIXTURES, needs_fixture
 
 
 def kafkalog(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args],
+    return subprocess.run([sys.executable, "-m", "storage_core.tools", *args],
                           capture_output=True, text=True, timeout=120)
 
 

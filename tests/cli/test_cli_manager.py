@@ -11,12 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from storage_core.cli import main
+from storage_core.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.tools.cli import main
 from storage_core.config import CleanerConfig
-from storage_core.config_repository import TOPIC_CONFIG_FILE
+from storage_core.server import TOPIC_CONFIG_FILE
 from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.server import LogManager
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
@@ -31,21 +31,21 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def plain(topic_dir: Path, batches: int, ts: int, per: int = 10) -> None:
     """``batches`` segments of ``per`` unkeyed records stamped ``ts``."""
-    with Log.open(topic_dir) as lg:
+    with Log.open(topic_dir) as log:
         for _ in range(batches):
-            lg.append(pa.table({"value": [b"x" * 50] * per, "timestamp": pa.array([ts] * per, pa.int64())}))
-            lg.roll()
+            log.append(pa.table({"value": [b"x" * 50] * per, "timestamp": pa.array([ts] * per, pa.int64())}))
+            log.roll()
 
 
 def keyed(data: Path, topic: str, partitions: int = 2, keys: int = 20, updates: int = 4) -> None:
     with LogManager.open([data], cleaner_config=CleanerConfig(enable_cleaner=False)) as mgr:
         for p in range(partitions):
-            lg = mgr.get_or_create_log((topic, p))
+            log = mgr.get_or_create_log((topic, p))
             for u in range(updates):
-                lg.append(pa.table({"key": [b"key-%d" % k for k in range(keys)],
+                log.append(pa.table({"key": [b"key-%d" % k for k in range(keys)],
                                     "value": [b"value-%d-%d" % (u, k) for k in range(keys)],
                                     "timestamp": pa.array([NOW] * keys, pa.int64())}))
-                lg.roll()
+                log.roll()
 
 
 @pytest.fixture
@@ -130,8 +130,8 @@ def test_compact_keeps_the_latest_value_per_key(data: Path, capsys) -> None:
     assert lines[2].startswith("compacted 2 of 2 partitions in 2 rounds: ")
     assert "% smaller), 120 records removed in " in lines[2]
     assert "replaced segment files renamed .deleted" in lines[3]
-    with Log.open(data / "users-1", read_only=True) as lg:
-        table = lg.read(0, max_bytes=1 << 20)
+    with Log.open(data / "users-1", read_only=True) as log:
+        table = log.read(0, max_bytes=1 << 20)
         assert table.column("offset").to_pylist() == list(range(60, 80))
         assert table.column("value").to_pylist() == [b"value-3-%d" % k for k in range(20)]
     assert OffsetCheckpointFile(data / CLEANER_OFFSET_CHECKPOINT).read() == {("users", 0): 80, ("users", 1): 80}
@@ -154,9 +154,9 @@ def test_compact_topic_filter_force_and_json(data: Path, capsys) -> None:
     assert doc["totals"]["pending_deletes"] == 0 and not list((data / "b-0").glob("*.deleted"))
     # a little new dirt on a: below min.cleanable.dirty.ratio it waits, --force cleans it
     run(capsys, "compact", str(data), "--topic", "a")
-    with Log.open(data / "a-0") as lg:
-        lg.append(pa.table({"key": [b"key-1"], "value": [b"new"]}))
-        lg.roll()
+    with Log.open(data / "a-0") as log:
+        log.append(pa.table({"key": [b"key-1"], "value": [b"new"]}))
+        log.roll()
     code, out, _ = run(capsys, "compact", str(data), "--topic", "a")
     assert "in 0 rounds" in out
     code, out, _ = run(capsys, "compact", str(data), "--topic", "a", "--force")
@@ -220,7 +220,7 @@ def test_commands_through_the_installed_entry_point(data: Path) -> None:
     keyed(data, "k", partitions=1)
 
     def kafkalog(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "storage_core.tools", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
 
     out = kafkalog("config", str(data), "--topic", "k", "--set", "cleanup.policy=compact,delete")

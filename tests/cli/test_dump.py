@@ -54,7 +54,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoints import OffsetCheckpointFile, PartitionMetadataFile
+from storage_core.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
 from storage_core.config import LogConfig
 from storage_core.format import encode_batches
 from storage_core.format.control import (ControlRecordType, EndTransactionMarker,
@@ -63,7 +63,7 @@ from storage_core.format.log_input_stream import LogInputStream, batch_records
 from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from storage_core.log import Log
-from storage_core.producer_snapshot import ProducerSnapshotEntry, write_snapshot
+from storage_core.producer import ProducerSnapshotEntry, write_snapshot
 
 from fixture_paths import PINTEREST, needs_fixture
 
@@ -76,13 +76,13 @@ NOW = 1_700_000_000_000
 
 
 def kafkalog(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "storage_core.tools", *map(str, args)],
                           capture_output=True, text=True, timeout=120)
 
 
 def kafkalog_all(*runs: tuple) -> list[subprocess.CompletedProcess]:
     """Independent (read-only) runs at the same time: most of a run is interpreter start-up."""
-    procs = [subprocess.Popen([sys.executable, "-m", "storage_core.cli", *map(str, args)],
+    procs = [subprocess.Popen([sys.executable, "-m", "storage_core.tools", *map(str, args)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for args in runs]
     done = []

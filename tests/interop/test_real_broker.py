@@ -258,7 +258,7 @@ def rows_to_recs(rows) -> list[Rec]:
 
 
 def verify(paths: list[Path]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", *map(str, paths)],
+    return subprocess.run([sys.executable, "-m", "storage_core.tools", "verify", *map(str, paths)],
                           capture_output=True, text=True)
 
 
@@ -373,7 +373,7 @@ def test_rebuilt_indexes_equal_the_brokers(broker_topic, tmp_path):
 
 
 def kafkalog_dump(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "storage_core.tools", "dump", *args], capture_output=True, text=True,
                           timeout=300)
 
 
@@ -770,7 +770,7 @@ def test_a_real_broker_serves_what_kafkalogs_cleaner_and_retention_left(broker, 
     log start and end offsets are kafkalog's (LogLoader: the log start is the first segment's
     base when no checkpoint says more), nothing is truncated or reported corrupt, and a real
     consumer reads exactly what kafkalog reads."""
-    from storage_core.manager import LogManager
+    from storage_core.server import LogManager
 
     create_topic(broker, "kl_cleaned", 1, {"retention.ms": "-1"})
     local = tmp_path / "kafkalog"

@@ -152,7 +152,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def verify_cli(*roots: Path) -> None:
     """The storage engine's own checker over everything the sink wrote."""
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify",
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools", "verify",
                           *(str(r) for r in roots)],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr

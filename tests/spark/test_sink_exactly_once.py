@@ -12,7 +12,7 @@ from its checkpoint until it completes; then
 * no partition of ``out`` keeps an open transaction of the query's producer, the sink's
   transaction log (``<checkpoint>/kafkalog-sink/txn.json``) says ``complete`` for the last
   batch, Spark's offset and commit logs agree;
-* ``python -m storage_core.cli verify OUT`` exits 0.
+* ``python -m storage_core.tools verify OUT`` exits 0.
 
 1. Deterministic crash points (``test_commit_killed_at``), in the test session: the sink option
    ``kafkalog.test.crashAt=<point>`` makes the driver-side commit SIGKILL its own process (Spark's
@@ -247,8 +247,8 @@ def scan_out(out: Path, pid: int) -> dict[int, PartitionScan]:
 
 
 def start_verify(out: Path) -> subprocess.Popen:
-    """``python -m storage_core.cli verify OUT``, started (it runs beside the Spark reads)."""
-    return subprocess.Popen([sys.executable, "-m", "storage_core.cli", "verify", str(out)],
+    """``python -m storage_core.tools verify OUT``, started (it runs beside the Spark reads)."""
+    return subprocess.Popen([sys.executable, "-m", "storage_core.tools", "verify", str(out)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -287,7 +287,7 @@ def assert_exactly_once(spark, source: Source, out: Path, chk: Path) -> tuple[Co
     st = txn_state(chk)
     assert st is not None and st["state"] == "complete" and st["batch_id"] == max(commits), st
     assert verify.returncode == 0, \
-        f"storage_core.cli verify {out} exited {verify.returncode}:\n{verify_output[-3000:]}"
+        f"storage_core.tools verify {out} exited {verify.returncode}:\n{verify_output[-3000:]}"
     return got, extra
 
 

@@ -143,7 +143,7 @@ def test_staged_append_writes_what_the_validated_path_writes(tmp_path, monkeypat
     """The commit's kernel-copy append (headers numbered in the staged file, CRCs patched)
     against ``Log.append_raw`` of the same staged bytes: the same data batches byte for byte,
     the same segments and offset indexes; the storage engine's verification passes."""
-    from storage_core.cli import main as cli_main
+    from storage_core.tools.cli import main as cli_main
 
     fast = _stage_and_commit(tmp_path, "fast", True, monkeypatch, **options)
     slow = _stage_and_commit(tmp_path, "slow", False, monkeypatch, **options)
@@ -182,11 +182,11 @@ def test_a_staged_file_changed_after_its_task_is_refused_before_anything_is_appe
         Path(run.path).write_bytes(raw)
         with pytest.raises(KafkaLogError, match=r"t-0\.batches"):
             SinkCoordinator(opts).commit([run], 0, producer)
-        with Log.open(tmp_path / "out" / "t-0") as log_:
+        with Log.open(tmp_path / "out" / "t-0") as log:
             # nothing appended: no record, no marker, no producer state for the refused producer
-            assert (log_.log_end_offset, log_.size) == (0, 0), damage
-            assert 99 not in log_.producer_state.active_producers, damage
-            assert log_.last_stable_offset == 0
+            assert (log.log_end_offset, log.size) == (0, 0), damage
+            assert 99 not in log.producer_state.active_producers, damage
+            assert log.last_stable_offset == 0
 
 
 def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monkeypatch):
@@ -196,7 +196,7 @@ def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monke
 
     from storage_core import segment as segment_module
     from storage_core.config import LogConfig
-    from storage_core.segment import LogSegment
+    from storage_core.log import LogSegment
 
     raw = bytes(encode_batches(pa.table({"value": pa.array([b"v%d" % i for i in range(3000)])}),
                                max_batch_bytes=2048))
@@ -234,7 +234,7 @@ def test_staged_files_renamed_in_as_segments_hold_what_the_validated_path_writes
     byte for byte as ``Log.append_raw`` of the same staged bytes, in as many more segments as
     there were staged files, the staged files gone, and the storage engine's verification
     (every offset- and time-index entry checked against the log) passes."""
-    from storage_core.cli import main as cli_main
+    from storage_core.tools.cli import main as cli_main
 
     fast = _stage_and_commit(tmp_path, "renamed", True, monkeypatch,
                              stagedSegmentMinBytes="1", **{"index.interval.bytes": "999"})
@@ -276,6 +276,6 @@ def test_a_damaged_later_staged_file_fails_the_partition_before_its_first_is_app
     Path(bad.path).write_bytes(raw)
     with pytest.raises(KafkaLogError, match=r"t-0\.batches"):
         SinkCoordinator(opts).commit([good, bad], 0, producer)
-    with Log.open(tmp_path / "out" / "t-0") as log_:
-        assert log_.log_end_offset == 0
+    with Log.open(tmp_path / "out" / "t-0") as log:
+        assert log.log_end_offset == 0
     assert Path(good.path).exists()

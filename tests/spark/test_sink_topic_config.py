@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from storage_core.config_repository import ConfigRepository
-from storage_core.manager import LogManager
+from storage_core.server import ConfigRepository
+from storage_core.server import LogManager
 
 
 def _write(df, root: Path, **options) -> None:
@@ -29,15 +29,15 @@ def test_created_topic_keeps_its_config_and_compacts_by_it(spark, tmp_path: Path
     _write(df, tmp_path, **{"retention.ms": 1000})
     assert repo.topic_overrides("users") == {"cleanup.policy": "compact", "segment.bytes": "2048"}
     with LogManager.open(tmp_path) as mgr:
-        lg = mgr.get_log(("users", 0))
-        assert lg.config.compact and lg.config.segment_bytes == 2048
-        before = lg.size
+        log = mgr.get_log(("users", 0))
+        assert log.config.compact and log.config.segment_bytes == 2048
+        before = log.size
         rounds = mgr.compact()
-        assert rounds and lg.size < before
+        assert rounds and log.size < before
         values = {}
-        offset = lg.log_start_offset
-        while offset < lg.log_end_offset:
-            got = lg.fetch(offset, max_bytes=1 << 20)
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            got = log.fetch(offset, max_bytes=1 << 20)
             for k, v in zip(got.table.column("key").to_pylist(), got.table.column("value").to_pylist()):
                 values[k] = v
             offset = got.next_offset

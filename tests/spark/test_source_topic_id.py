@@ -32,10 +32,10 @@ from kafka_log_source.offsets import (TOPIC_IDS_KEY, offsets_from_json, offsets_
                                       topic_ids_from_json)
 from kafka_log_source.options import parse_source_options
 from kafka_log_source.reader import DataLossError
-from storage_core.checkpoints import PartitionMetadataFile, random_topic_id, topic_id_to_str
+from storage_core.checkpoint import PartitionMetadataFile, random_topic_id, topic_id_to_str
 from storage_core.errors import InvalidConfigError
 from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.server import LogManager
 
 QUERY_TIMEOUT = 120
 DATA_LOSS_HINT = "set the source option failOnDataLoss to false"

@@ -177,7 +177,7 @@ def test_direct_staged_files_are_appended_like_buffered_ones(tmp_path, monkeypat
     from kafka_log_sink.commit import SinkCoordinator
     from kafka_log_sink.options import parse_sink_options
     from kafka_log_sink.writer import ProducerIdentity, stage_all
-    from storage_core.cli import main as cli_main
+    from storage_core.tools.cli import main as cli_main
     from storage_core.format.log_input_stream import scan_batches
 
     rows = 30_000

@@ -37,8 +37,8 @@ sys.path.insert(0, str(HERE.parents[2]))       # the repository root, for storag
 import numpy as np          # noqa: E402
 import pyarrow as pa        # noqa: E402
 
-from storage_core.checkpoints import TopicPartition   # noqa: E402
-from storage_core.cleaner_manager import LogCleaner   # noqa: E402
+from storage_core.checkpoint import TopicPartition   # noqa: E402
+from storage_core.cleaner import LogCleaner   # noqa: E402
 from storage_core.config import CleanerConfig, LogConfig   # noqa: E402
 from storage_core.log import Log            # noqa: E402
 

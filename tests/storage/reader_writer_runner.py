@@ -35,8 +35,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from storage_core.checkpoints import TopicPartition  # noqa: E402
-from storage_core.cleaner_manager import LogCleaner  # noqa: E402
+from storage_core.checkpoint import TopicPartition  # noqa: E402
+from storage_core.cleaner import LogCleaner  # noqa: E402
 from storage_core.config import CleanerConfig, LogConfig  # noqa: E402
 from storage_core.errors import OffsetOutOfRangeError  # noqa: E402
 from storage_core.log import Log  # noqa: E402

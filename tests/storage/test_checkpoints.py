@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_core.checkpoints import (
+from storage_core.checkpoint import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE, RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, CheckpointFile,

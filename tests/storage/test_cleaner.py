@@ -31,7 +31,7 @@ from storage_core.format import ControlRecordType, legacy
 from storage_core.format.log_input_stream import LogInputStream, batch_records
 from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.log import Log
-from storage_core.offset_map import SkimpyOffsetMap
+from storage_core.cleaner import SkimpyOffsetMap
 
 DAY = 86400000
 
@@ -176,10 +176,10 @@ def test_concurrent_segment_deletion(tmp_path):
     victim = log.segments[1].base_offset
     calls = []
 
-    def check_done(lg):
+    def check_done(log):
         if not calls:
             calls.append(1)
-            lg.delete_records_before(victim)        # retention removes segment 0 meanwhile
+            log.delete_records_before(victim)        # retention removes segment 0 meanwhile
     cleaner = make_cleaner(check_done=check_done)
     clean(cleaner, log)
     names = sorted(p.name for p in log.dir.iterdir() if p.name.endswith(".log.deleted"))
@@ -986,7 +986,7 @@ def test_segment_with_offset_overflow_is_split_and_the_round_aborted(tmp_path: P
     32-bit relative offsets (a pre-0.11 broker's segment the load did not recover: it was below
     the recovery point and ended cleanly) first splits it and aborts that round
     (LogCleaningAbortedError); afterwards each segment cleans normally."""
-    from storage_core.checkpoints import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+    from storage_core.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
 
     big = 2**31 - 1
     part = tmp_path / "t-0"

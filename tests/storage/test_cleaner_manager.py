@@ -40,8 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
-from storage_core.cleaner_manager import (LOG_CLEANING_ABORTED, LOG_CLEANING_IN_PROGRESS,
+from storage_core.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
+from storage_core.cleaner import (LOG_CLEANING_ABORTED, LOG_CLEANING_IN_PROGRESS,
                                           IllegalCleaningStateError, LogCleaner, LogCleanerManager,
                                           LogCleaningPaused, PreCleanStats, calculate_cleanable_bytes,
                                           cleanable_offsets)
@@ -94,9 +94,9 @@ def log_dir2(tmp_path: Path) -> Path:
 def opened():
     logs: list[Log] = []
     yield logs
-    for lg in logs:
+    for log in logs:
         try:
-            lg.close()
+            log.close()
         except Exception:           # noqa: BLE001 - a test may have closed or broken it
             pass
 
@@ -108,9 +108,9 @@ def low_retention_config(segment_bytes: int, policy: str, **extra) -> LogConfig:
 
 
 def make_log(opened: list, data_dir: Path, tp: tuple[str, int], config: LogConfig, time: MockTime) -> Log:
-    lg = Log.open(data_dir / f"{tp[0]}-{tp[1]}", config, clock=time)
-    opened.append(lg)
-    return lg
+    log = Log.open(data_dir / f"{tp[0]}-{tp[1]}", config, clock=time)
+    opened.append(log)
+    return log
 
 
 def records(keys, values, timestamps) -> pa.Table:
@@ -119,22 +119,22 @@ def records(keys, values, timestamps) -> pa.Table:
                      "timestamp": pa.array(np.asarray(timestamps, dtype=np.int64), pa.int64())})
 
 
-def append_records(lg: Log, n: int, time: MockTime) -> None:
+def append_records(log: Log, n: int, time: MockTime) -> None:
     """``appendRecords``: keys ``key-<offset>``, one batch."""
-    start = lg.log_end_offset
+    start = log.log_end_offset
     offs = range(start, start + n)
-    lg.append(pa.table({"key": [b"key-%d" % o for o in offs], "value": [b"value-%d" % o for o in offs],
+    log.append(pa.table({"key": [b"key-%d" % o for o in offs], "value": [b"value-%d" % o for o in offs],
                         "timestamp": pa.array([time()] * n, pa.int64())}))
 
 
-def write_records(lg: Log, num_batches: int, records_per_batch: int, batches_per_segment: int,
+def write_records(log: Log, num_batches: int, records_per_batch: int, batches_per_segment: int,
                   time: MockTime) -> None:
     """``writeRecords``: a roll after every ``batches_per_segment`` batches, and at the end."""
     for i in range(num_batches):
-        append_records(lg, records_per_batch, time)
+        append_records(log, records_per_batch, time)
         if i % batches_per_segment == 0:
-            lg.roll()
-    lg.roll()
+            log.roll()
+    log.roll()
 
 
 def increasingly_filthy_logs(opened, data_dir: Path, partitions, start_batches: int, increment: int,
@@ -143,9 +143,9 @@ def increasingly_filthy_logs(opened, data_dir: Path, partitions, start_batches: 
     logs: dict[TopicPartition, Log] = {}
     n = start_batches
     for tp in partitions:
-        lg = make_log(opened, data_dir, tp, low_retention_config(2048, "compact"), time)
-        logs[TopicPartition(*tp)] = lg
-        write_records(lg, n, 1, 5, time)
+        log = make_log(opened, data_dir, tp, low_retention_config(2048, "compact"), time)
+        logs[TopicPartition(*tp)] = log
+        write_records(log, n, 1, 5, time)
         n += increment
     return logs
 
@@ -167,8 +167,8 @@ TP2 = TopicPartition("log2", 0)
 def single_log_manager(opened, log_dir: Path, log_dir2: Path, policy: str, time: MockTime):
     """``createLog`` + ``createCleanerManager``: one log ``log-0`` in ``log_dir``, a manager
     of both dirs."""
-    lg = make_log(opened, log_dir, TP, low_retention_config(5 * 80, policy), time)
-    return lg, LogCleanerManager([log_dir, log_dir2], {TP: lg}, clock=time)
+    log = make_log(opened, log_dir, TP, low_retention_config(5 * 80, policy), time)
+    return log, LogCleanerManager([log_dir, log_dir2], {TP: log}, clock=time)
 
 
 # ------------------------------------------------------------------------------ selection
@@ -218,10 +218,10 @@ def test_grab_filthiest_throws_logcleaningerror_carrying_the_log(opened, log_dir
     cause; the thread then marks it uncleanable and goes on with the others."""
     tp = ("A", 1)
     config = low_retention_config(10 * 80, "compact")
-    lg = make_log(opened, log_dir, tp, config, time)
-    write_records(lg, 4, 10, 2, time)
-    lg.close()
-    broken = Log.open(lg.dir, config, clock=time)      # loaded afresh: nothing cached
+    log = make_log(opened, log_dir, tp, config, time)
+    write_records(log, 4, 10, 2, time)
+    log.close()
+    broken = Log.open(log.dir, config, clock=time)      # loaded afresh: nothing cached
     broken.close()
     manager = LogCleanerManager([log_dir], {TopicPartition(*tp): broken}, clock=time)
     put_checkpoints(log_dir, {tp: 1})
@@ -250,24 +250,24 @@ def test_dirty_offset_reset_if_smaller_than_start_offset(opened, log_dir, time) 
 
 def test_log_start_offset_larger_than_active_segment_base(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testLogStartOffsetLargerThanActiveSegmentBaseOffset]"""
-    lg = make_log(opened, log_dir, ("foo", 0), low_retention_config(2048, "compact"), time)
+    log = make_log(opened, log_dir, ("foo", 0), low_retention_config(2048, "compact"), time)
     for _ in range(3):
-        append_records(lg, 3, time)
-    assert len(lg.segments) == 1
-    lg.delete_records_before(2)
+        append_records(log, 3, time)
+    assert len(log.segments) == 1
+    log.delete_records_before(2)
     put_checkpoints(log_dir, {("foo", 0): 0})
-    manager = LogCleanerManager([log_dir], {TopicPartition("foo", 0): lg}, clock=time)
+    manager = LogCleanerManager([log_dir], {TopicPartition("foo", 0): log}, clock=time)
     assert manager.grab_filthiest_compacted_log(time()) is None
 
 
 def test_dirty_offset_larger_than_active_segment_base(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testDirtyOffsetLargerThanActiveSegmentBaseOffset]"""
-    lg = make_log(opened, log_dir, ("foo", 0), low_retention_config(2048, "compact"), time)
-    append_records(lg, 3, time)
-    append_records(lg, 3, time)
-    assert len(lg.segments) == 1 and lg.active_segment.base_offset == 0
+    log = make_log(opened, log_dir, ("foo", 0), low_retention_config(2048, "compact"), time)
+    append_records(log, 3, time)
+    append_records(log, 3, time)
+    assert len(log.segments) == 1 and log.active_segment.base_offset == 0
     put_checkpoints(log_dir, {("foo", 0): 3})
-    manager = LogCleanerManager([log_dir], {TopicPartition("foo", 0): lg}, clock=time)
+    manager = LogCleanerManager([log_dir], {TopicPartition("foo", 0): log}, clock=time)
     assert manager.grab_filthiest_compacted_log(time()) is None
 
 
@@ -283,8 +283,8 @@ def test_logs_with_segments_to_delete(opened, log_dir, log_dir2, time, policy, e
 
 def test_logs_with_segments_to_delete_excludes_uncleanable(opened, log_dir, log_dir2, time) -> None:
     """[LogCleanerManagerTest.testLogsWithSegmentsToDeleteShouldNotConsiderUncleanablePartitions]"""
-    lg, manager = single_log_manager(opened, log_dir, log_dir2, "compact", time)
-    manager.mark_partition_uncleanable(lg.dir.parent, TP)
+    log, manager = single_log_manager(opened, log_dir, log_dir2, "compact", time)
+    manager.mark_partition_uncleanable(log.dir.parent, TP)
     assert len(manager.deletable_logs()) == 0
 
 
@@ -292,18 +292,18 @@ def test_logs_under_cleanup_ineligible_for_compaction(opened, log_dir, log_dir2,
     """[LogCleanerManagerTest.testLogsUnderCleanupIneligibleForCompaction] A log claimed by
     retention is not offered for compaction until resumed, and one being compacted is not
     claimed by retention until done, across cleanup.policy changes."""
-    lg, manager = single_log_manager(opened, log_dir, log_dir2, "delete", time)
-    lg.append(records(["test"], ["test"], [time()]))
-    lg.roll()
-    lg.append(records(["test"], ["test"], [time()]))
+    log, manager = single_log_manager(opened, log_dir, log_dir2, "delete", time)
+    log.append(records(["test"], ["test"], [time()]))
+    log.roll()
+    log.append(records(["test"], ["test"], [time()]))
     deletable = manager.pause_cleaning_for_non_compacted_partitions()
     assert len(deletable) == 1
-    lg.config = lg.config.with_changes(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+    log.config = log.config.with_changes(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
     assert manager.grab_filthiest_compacted_log(time()) is None       # retention still on it
     manager.resume_cleaning([tp for tp, _ in deletable])
     cleanable = manager.grab_filthiest_compacted_log(time())
-    assert cleanable is not None and cleanable.log is lg
-    lg.config = lg.config.with_changes(cleanup_policy="delete")
+    assert cleanable is not None and cleanable.log is log
+    log.config = log.config.with_changes(cleanup_policy="delete")
     assert len(manager.pause_cleaning_for_non_compacted_partitions()) == 0   # compaction on it
     manager.done_deleting([TP])
     assert len(manager.pause_cleaning_for_non_compacted_partitions()) == 1
@@ -389,22 +389,22 @@ def test_concurrent_log_cleanup_and_topic_deletion(opened, log_dir, log_dir2, ti
 
 def test_done_cleaning(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testDoneCleaning]"""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact"), time)
-    while len(lg.segments) < 8:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [time()]))
-    manager = LogCleanerManager([log_dir], {TP: lg}, clock=time)
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact"), time)
+    while len(log.segments) < 8:
+        o = log.log_end_offset
+        log.append(records([o], [o], [time()]))
+    manager = LogCleanerManager([log_dir], {TP: log}, clock=time)
     with pytest.raises(IllegalCleaningStateError):
-        manager.done_cleaning(TP, lg.dir.parent, 1)
+        manager.done_cleaning(TP, log.dir.parent, 1)
     manager.set_cleaning_state(TP, LogCleaningPaused(1))
     with pytest.raises(IllegalCleaningStateError):
-        manager.done_cleaning(TP, lg.dir.parent, 1)
+        manager.done_cleaning(TP, log.dir.parent, 1)
     manager.set_cleaning_state(TP, LOG_CLEANING_IN_PROGRESS)
-    manager.done_cleaning(TP, lg.dir.parent, 1)
+    manager.done_cleaning(TP, log.dir.parent, 1)
     assert manager.cleaning_state(TP) is None
     assert manager.all_cleaner_checkpoints().get(TP) == 1
     manager.set_cleaning_state(TP, LOG_CLEANING_ABORTED)
-    manager.done_cleaning(TP, lg.dir.parent, 1)
+    manager.done_cleaning(TP, log.dir.parent, 1)
     assert manager.cleaning_state(TP) == LogCleaningPaused(1)
     assert TP in manager.all_cleaner_checkpoints()
 
@@ -446,106 +446,106 @@ def test_pause_counts_and_resume_errors(opened, log_dir, log_dir2, time) -> None
 # ------------------------------------------------------------------------------ cleanable offsets
 
 def eight_segments(opened, log_dir, time, **config) -> Log:
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  segment_index_bytes=1024, **config), time)
-    while len(lg.segments) < 8:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [time()]))
-    return lg
+    while len(log.segments) < 8:
+        o = log.log_end_offset
+        log.append(records([o], [o], [time()]))
+    return log
 
 
 def test_cleanable_offsets_bounded_by_last_stable_offset(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testCleanableOffsetsForNone] The range ends at the last stable
     offset: here an open transaction from offset 30 (the high watermark is the log end offset)."""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact"), time)
-    while lg.log_end_offset < 30:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [time()]))
-    lg.append_raw(encode_batches(records([30], [30], [time()]), producer_id=7, producer_epoch=0,
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact"), time)
+    while log.log_end_offset < 30:
+        o = log.log_end_offset
+        log.append(records([o], [o], [time()]))
+    log.append_raw(encode_batches(records([30], [30], [time()]), producer_id=7, producer_epoch=0,
                                  base_sequence=0, transactional=True))
-    while len(lg.segments) < 8:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [time()]))
-    offsets = cleanable_offsets(lg, 0, time())
+    while len(log.segments) < 8:
+        o = log.log_end_offset
+        log.append(records([o], [o], [time()]))
+    offsets = cleanable_offsets(log, 0, time())
     assert offsets.first_dirty_offset == 0
-    assert lg.last_stable_offset == 30
-    assert offsets.first_uncleanable_dirty_offset == lg.last_stable_offset
+    assert log.last_stable_offset == 30
+    assert offsets.first_uncleanable_dirty_offset == log.last_stable_offset
 
 
 def test_cleanable_offsets_active_segment(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testCleanableOffsetsActiveSegment]"""
-    lg = eight_segments(opened, log_dir, time)
-    offsets = cleanable_offsets(lg, 0, time())
+    log = eight_segments(opened, log_dir, time)
+    offsets = cleanable_offsets(log, 0, time())
     assert offsets.first_dirty_offset == 0
-    assert offsets.first_uncleanable_dirty_offset == lg.active_segment.base_offset
+    assert offsets.first_uncleanable_dirty_offset == log.active_segment.base_offset
 
 
 def test_cleanable_offsets_for_time(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testCleanableOffsetsForTime]"""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_compaction_lag_ms=HOUR), time)
     t0 = time()
-    while len(lg.segments) < 4:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [t0]))
-    active_at_t0 = lg.active_segment
+    while len(log.segments) < 4:
+        o = log.log_end_offset
+        log.append(records([o], [o], [t0]))
+    active_at_t0 = log.active_segment
     time.sleep(HOUR + 1)
     t1 = time()
-    while len(lg.segments) < 8:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [t1]))
-    offsets = cleanable_offsets(lg, 0, time())
+    while len(log.segments) < 8:
+        o = log.log_end_offset
+        log.append(records([o], [o], [t1]))
+    offsets = cleanable_offsets(log, 0, time())
     assert offsets.first_dirty_offset == 0
     assert offsets.first_uncleanable_dirty_offset == active_at_t0.base_offset
 
 
 def test_cleanable_offsets_for_short_time(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testCleanableOffsetsForShortTime]"""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_compaction_lag_ms=HOUR), time)
     t0 = time()
-    while len(lg.segments) < 8:
-        o = lg.log_end_offset
-        lg.append(records([o], [o], [t0]))
+    while len(log.segments) < 8:
+        o = log.log_end_offset
+        log.append(records([o], [o], [t0]))
     time.sleep(HOUR + 1)
-    offsets = cleanable_offsets(lg, 0, time())
+    offsets = cleanable_offsets(log, 0, time())
     assert offsets.first_dirty_offset == 0
-    assert offsets.first_uncleanable_dirty_offset == lg.active_segment.base_offset
+    assert offsets.first_uncleanable_dirty_offset == log.active_segment.base_offset
 
 
 def test_cleanable_offsets_needs_checkpoint_reset(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testCleanableOffsetsNeedsCheckpointReset]"""
     logs = increasingly_filthy_logs(opened, log_dir, [("foo", 0)], 20, 5, time)
-    lg = logs[TopicPartition("foo", 0)]
-    lg.delete_records_before(10)
-    assert not cleanable_offsets(lg, 15, time()).force_update_checkpoint
-    lg.delete_records_before(20)
-    assert cleanable_offsets(lg, 15, time()).force_update_checkpoint      # below the start
-    assert cleanable_offsets(lg, 25, time()).force_update_checkpoint      # beyond the end
+    log = logs[TopicPartition("foo", 0)]
+    log.delete_records_before(10)
+    assert not cleanable_offsets(log, 15, time()).force_update_checkpoint
+    log.delete_records_before(20)
+    assert cleanable_offsets(log, 15, time()).force_update_checkpoint      # below the start
+    assert cleanable_offsets(log, 25, time()).force_update_checkpoint      # beyond the end
 
 
 def test_undecided_transactional_data_not_cleanable(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest.testUndecidedTransactionalDataNotCleanable]"""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_compaction_lag_ms=HOUR), time)
     pid, epoch = 15, 0
-    lg.append_raw(encode_batches(records([1, 2], ["a", "b"], [time()] * 2), producer_id=pid,
+    log.append_raw(encode_batches(records([1, 2], ["a", "b"], [time()] * 2), producer_id=pid,
                                  producer_epoch=epoch, base_sequence=0, transactional=True))
-    lg.append_raw(encode_batches(records([3], ["c"], [time()]), producer_id=pid,
+    log.append_raw(encode_batches(records([3], ["c"], [time()]), producer_id=pid,
                                  producer_epoch=epoch, base_sequence=2, transactional=True))
-    lg.roll()
+    log.roll()
     time.sleep(HOUR + 1)
     # the lag has passed, but the undecided data is not cleanable
-    offsets = cleanable_offsets(lg, 0, time())
+    offsets = cleanable_offsets(log, 0, time())
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset) == (0, 0)
-    lg.append_end_txn_marker(pid, epoch, "ABORT", 15, timestamp=time())
-    lg.roll()
+    log.append_end_txn_marker(pid, epoch, "ABORT", 15, timestamp=time())
+    log.roll()
     # the first segment is cleanable at once
-    offsets = cleanable_offsets(lg, 0, time())
+    offsets = cleanable_offsets(log, 0, time())
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset) == (0, 3)
     time.sleep(HOUR + 1)
     # the marker's segment after the lag
-    offsets = cleanable_offsets(lg, 0, time())
+    offsets = cleanable_offsets(log, 0, time())
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset) == (0, 4)
 
 
@@ -573,12 +573,12 @@ def test_checkpoint_updated_for_invalid_offset_not_selected(opened, log_dir, tim
 def test_max_compaction_lag_makes_a_log_due_below_the_ratio(opened, log_dir, time) -> None:
     """[LogCleanerManagerTest / LogCleaner.PreCleanStats] A log whose earliest dirty segment is
     older than max.compaction.lag.ms is selected whatever its ratio, and the delay is counted."""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=HOUR), time)
     for _ in range(3):
-        append_records(lg, 5, time)
-        lg.roll()
-    manager = LogCleanerManager([log_dir], {TP: lg}, clock=time)
+        append_records(log, 5, time)
+        log.roll()
+    manager = LogCleanerManager([log_dir], {TP: log}, clock=time)
     stats = PreCleanStats()
     assert manager.grab_filthiest_compacted_log(time(), stats) is None
     assert stats.max_compaction_delay_ms == 0
@@ -596,7 +596,7 @@ def cleaner_config(**kw) -> CleanerConfig:
     return CleanerConfig(dedupe_buffer_size=kw.pop("dedupe_buffer_size", 4 << 20), **kw)
 
 
-def write_dups(lg: Log, num_keys: int, num_dups: int, time: MockTime, *, start_key: int = 0,
+def write_dups(log: Log, num_keys: int, num_dups: int, time: MockTime, *, start_key: int = 0,
                codec: str = "none", counter: list[int] | None = None, timestamp: int | None = None,
                step: int = 1) -> list[tuple[int, str, int]]:
     """``writeDups``/``writeKeyDups``: one record a batch, values from a running counter."""
@@ -605,19 +605,19 @@ def write_dups(lg: Log, num_keys: int, num_dups: int, time: MockTime, *, start_k
     for _ in range(num_dups):
         for key in range(start_key, start_key + num_keys):
             value = str(counter[0])
-            info = lg.append(records([key], [value], [time() if timestamp is None else timestamp]),
+            info = log.append(records([key], [value], [time() if timestamp is None else timestamp]),
                              compression=codec)
             counter[0] += step
             out.append((key, value, info.first_offset))
     return out
 
 
-def read_log(lg: Log) -> list[tuple[int, str, int]]:
+def read_log(log: Log) -> list[tuple[int, str, int]]:
     """Every (key, value, offset) left in the log, in offset order."""
     out = []
-    offset = lg.log_start_offset
-    while offset < lg.log_end_offset:
-        got = lg.fetch(offset, max_bytes=1 << 20)
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        got = log.fetch(offset, max_bytes=1 << 20)
         t = got.table
         out += [(int(k), v.decode(), o) for k, v, o in zip(t.column("key").to_pylist(),
                                                             t.column("value").to_pylist(),
@@ -650,22 +650,22 @@ def test_cleaner_compacts_to_latest_value_per_key(opened, log_dir, time, codec) 
     config = LogConfig(segment_bytes=2048, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
                        max_message_bytes=len(big), segment_index_bytes=100 * 1024, file_delete_delay_ms=1000)
     logs = {TopicPartition(*tp): make_log(opened, log_dir, tp, config, time) for tp in parts}
-    lg = logs[TopicPartition(*parts[0])]
+    log = logs[TopicPartition(*parts[0])]
     counter = [0]
-    appends = write_dups(lg, 100, 3, time, codec=codec, counter=counter)
-    start_size = sum(s.size for s in lg.segments)
+    appends = write_dups(log, 100, 3, time, codec=codec, counter=counter)
+    start_size = sum(s.size for s in log.segments)
     cleaner = LogCleaner(cleaner_config(max_message_size=len(big)), [log_dir], logs, clock=time)
-    first_dirty = lg.active_segment.base_offset
+    first_dirty = log.active_segment.base_offset
     clean_until(cleaner, parts[0], first_dirty, time)
-    assert sum(s.size for s in lg.segments) < start_size
-    assert latest(read_log(lg)) == latest(appends)
-    big_offset = lg.append(records([20], [big_value], [time()]), compression=codec).first_offset
-    dups = write_dups(lg, 100, 3, time, start_key=21, codec=codec, counter=counter)
+    assert sum(s.size for s in log.segments) < start_size
+    assert latest(read_log(log)) == latest(appends)
+    big_offset = log.append(records([20], [big_value], [time()]), compression=codec).first_offset
+    dups = write_dups(log, 100, 3, time, start_key=21, codec=codec, counter=counter)
     appends2 = appends + [(20, big_value, big_offset)] + dups
-    clean_until(cleaner, parts[0], lg.active_segment.base_offset, time)
-    got = read_log(lg)
+    clean_until(cleaner, parts[0], log.active_segment.base_offset, time)
+    got = read_log(log)
     assert latest(got) == latest(appends2)
-    cleaned = [k for k, _, o in got if o < lg.active_segment.base_offset]
+    cleaned = [k for k, _, o in got if o < log.active_segment.base_offset]
     assert len(cleaned) == len(set(cleaned))                      # one record per key left
     assert [o for _, _, o in got] == sorted(o for _, _, o in got)
     # the partition goes: its checkpoint entry goes with the next update
@@ -685,13 +685,13 @@ def test_background_threads_clean_and_shut_down(opened, log_dir) -> None:
     cleaner = LogCleaner(cleaner_config(num_threads=2, backoff_ms=20), [log_dir], logs, clock=wall)
     cleaner.start()
     try:
-        for tp, lg in logs.items():
-            assert cleaner.await_cleaned(tp, lg.active_segment.base_offset, max_wait_ms=30000)
+        for tp, log in logs.items():
+            assert cleaner.await_cleaned(tp, log.active_segment.base_offset, max_wait_ms=30000)
     finally:
         cleaner.shutdown()
     assert all(not t.is_alive for t in cleaner.cleaners) and cleaner.dead_thread_count == 0
-    for tp, lg in logs.items():
-        assert latest(read_log(lg)) == latest(appends[tp])
+    for tp, log in logs.items():
+        assert latest(read_log(log)) == latest(appends[tp])
     assert cleaner.max_buffer_utilization_percent >= 0 and cleaner.max_clean_time_secs >= 0
 
 
@@ -703,25 +703,25 @@ def test_cleans_combined_compact_and_delete_topic(opened, log_dir, time) -> None
     retention = 100_000
     config = LogConfig(segment_bytes=2048, cleanup_policy="compact,delete", retention_ms=retention,
                        min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0)
-    lg = make_log(opened, log_dir, TP, config, time)
-    logs = {TP: lg}
+    log = make_log(opened, log_dir, TP, config, time)
+    logs = {TP: log}
     cleaner = LogCleaner(cleaner_config(backoff_ms=100), [log_dir], logs, clock=time)
-    write_dups(lg, 100, 3, time)
-    start_size = sum(s.size for s in lg.segments)
-    clean_until(cleaner, TP, lg.active_segment.base_offset, time)
-    assert sum(s.size for s in lg.segments) < start_size
+    write_dups(log, 100, 3, time)
+    start_size = sum(s.size for s in log.segments)
+    clean_until(cleaner, TP, log.active_segment.base_offset, time)
+    assert sum(s.size for s in log.segments) < start_size
     time.sleep(2 * retention)
     # segments emptied by the clean are judged by their mtime, as in Kafka's test
     old_ns = (time.now - 2 * retention) * 1_000_000
-    for seg in lg.segments:
+    for seg in log.segments:
         for p in (seg.log_path, seg.offset_index.path, seg.time_index.path):
             os.utime(p, ns=(old_ns, old_ns))
     cleaner.clean_once(time())
-    assert len(lg.segments) == 1
-    assert lg.log_start_offset == lg.log_end_offset == lg.active_segment.base_offset
-    messages = write_dups(lg, 20, 3, time)
-    clean_until(cleaner, TP, lg.active_segment.base_offset, time)
-    assert latest(read_log(lg)) == latest(messages)
+    assert len(log.segments) == 1
+    assert log.log_start_offset == log.log_end_offset == log.active_segment.base_offset
+    messages = write_dups(log, 20, 3, time)
+    clean_until(cleaner, TP, log.active_segment.base_offset, time)
+    assert latest(read_log(log)) == latest(messages)
 
 
 def test_max_log_compaction_lag(opened, log_dir, time) -> None:
@@ -734,35 +734,35 @@ def test_max_log_compaction_lag(opened, log_dir, time) -> None:
     config = LogConfig(segment_bytes=512, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
                        min_compaction_lag_ms=min_lag, max_compaction_lag_ms=max_lag)
     logs = {TopicPartition(*tp): make_log(opened, log_dir, tp, config, time) for tp in tps}
-    lg = logs[TopicPartition(*tps[0])]
+    log = logs[TopicPartition(*tps[0])]
     cleaner = LogCleaner(cleaner_config(backoff_ms=200), [log_dir], logs, clock=time)
     t0 = time()
-    write_dups(lg, 100, 3, time, timestamp=t0)
-    start_size = sum(s.size for s in lg.segments)
-    active_at_t0 = lg.active_segment
+    write_dups(log, 100, 3, time, timestamp=t0)
+    start_size = sum(s.size for s in log.segments)
+    active_at_t0 = log.active_segment
     time.sleep(max_lag // 2)
     for _ in range(3):
         assert cleaner.clean_once(time()) is None
-    assert sum(s.size for s in lg.segments) == start_size, "no cleaning before the max compaction lag"
+    assert sum(s.size for s in log.segments) == start_size, "no cleaning before the max compaction lag"
     time.sleep(max_lag // 2 + 1)
     t1 = time()
-    appends1 = [(k, v) for k, v, _ in write_dups(lg, 100, 1, time, timestamp=t1, counter=[0], step=0)]
-    lg.roll()
-    active_at_t1 = lg.active_segment
+    appends1 = [(k, v) for k, v, _ in write_dups(log, 100, 1, time, timestamp=t1, counter=[0], step=0)]
+    log.roll()
+    active_at_t1 = log.active_segment
     clean_until(cleaner, tps[0], active_at_t0.base_offset, time)
-    read1 = [(k, v) for k, v, _ in read_log(lg)]
+    read1 = [(k, v) for k, v, _ in read_log(log)]
     assert read1 != appends1, "the second block is younger than min.compaction.lag.ms"
     time.sleep(max_lag + 1)
     clean_until(cleaner, tps[0], active_at_t1.base_offset, time)
-    assert [(k, v) for k, v, _ in read_log(lg)] == appends1
+    assert [(k, v) for k, v, _ in read_log(log)] == appends1
 
 
-def break_partition_log(lg: Log, time: MockTime) -> None:
+def break_partition_log(log: Log, time: MockTime) -> None:
     """``breakPartitionLog``: garbage over the last segment's file, then more appends."""
-    write_dups(lg, 20, 3, time, codec="lz4")
-    with open(lg.segments[-1].log_path, "w") as f:
+    write_dups(log, 20, 3, time, codec="lz4")
+    with open(log.segments[-1].log_path, "w") as f:
         f.write("jogeajgoea")
-    write_dups(lg, 20, 3, time, codec="lz4")
+    write_dups(log, 20, 3, time, codec="lz4")
 
 
 def test_marks_partitions_uncleanable_and_populates_metrics(opened, log_dir, time) -> None:
@@ -801,14 +801,14 @@ def test_marks_partitions_uncleanable_and_populates_metrics(opened, log_dir, tim
 def test_clean_once_returns_stats_and_checkpoints(opened, log_dir, time) -> None:
     """[LogCleaner.CleanerThread.cleanLog/recordStats] One manual round cleans the filthiest log,
     returns its stats, checkpoints the end offset; a round with nothing to do returns None."""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_cleanable_dirty_ratio=0.0), time)
-    write_dups(lg, 10, 4, time)
-    active_base = lg.active_segment.base_offset
-    cleaner = LogCleaner(cleaner_config(), [log_dir], {TP: lg}, clock=time)
+    write_dups(log, 10, 4, time)
+    active_base = log.active_segment.base_offset
+    cleaner = LogCleaner(cleaner_config(), [log_dir], {TP: log}, clock=time)
     stats = cleaner.clean_once(time())
     assert stats is not None and stats.messages_read == active_base and stats.bytes_written < stats.bytes_read
-    assert read_checkpoints(log_dir)[TP] == lg.active_segment.base_offset
+    assert read_checkpoints(log_dir)[TP] == log.active_segment.base_offset
     assert cleaner.clean_once(time()) is None
     assert cleaner.cleaner_manager.cleaning_state(TP) is None
     assert 0 <= cleaner.cleaner_recopy_percent <= 100
@@ -817,16 +817,16 @@ def test_clean_once_returns_stats_and_checkpoints(opened, log_dir, time) -> None
 def test_abort_and_pause_keeps_a_partition_out_until_resumed(opened, log_dir, time) -> None:
     """[LogCleanerManager.abortAndPauseCleaning / resumeCleaning via LogCleaner] A paused
     partition is not cleaned (nor its segments deleted by the cleaner thread); resumed, it is."""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_cleanable_dirty_ratio=0.0), time)
-    write_dups(lg, 10, 4, time)
-    cleaner = LogCleaner(cleaner_config(), [log_dir], {TP: lg}, clock=time)
+    write_dups(log, 10, 4, time)
+    cleaner = LogCleaner(cleaner_config(), [log_dir], {TP: log}, clock=time)
     cleaner.abort_and_pause_cleaning(TP)
     assert cleaner.clean_once(time()) is None
     assert TP not in read_checkpoints(log_dir)
     cleaner.resume_cleaning([TP])
     assert cleaner.clean_once(time()) is not None
-    assert read_checkpoints(log_dir)[TP] == lg.active_segment.base_offset
+    assert read_checkpoints(log_dir)[TP] == log.active_segment.base_offset
 
 
 def test_abort_during_a_clean_swaps_nothing_in(opened, log_dir) -> None:
@@ -834,15 +834,15 @@ def test_abort_during_a_clean_swaps_nothing_in(opened, log_dir) -> None:
     until the thread has given up; the log is left as it was (same segments, same records) and
     the checkpoint does not move past the first dirty offset."""
     wall = MockTime(int(_time.time() * 1000), auto_tick_ms=1)
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=64 << 10, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=64 << 10, cleanup_policy="compact",
                                                  min_cleanable_dirty_ratio=0.0), wall)
     keys = np.arange(60_000) % 2000
     for lo in range(0, len(keys), 2000):
         part = keys[lo:lo + 2000]
-        lg.append_raw(encode_batches(records(part, part, np.full(len(part), wall())), max_batch_bytes=16 << 10))
-    lg.roll()
-    before = read_log(lg)
-    cleaner = LogCleaner(cleaner_config(backoff_ms=10), [log_dir], {TP: lg}, clock=wall)
+        log.append_raw(encode_batches(records(part, part, np.full(len(part), wall())), max_batch_bytes=16 << 10))
+    log.roll()
+    before = read_log(log)
+    cleaner = LogCleaner(cleaner_config(backoff_ms=10), [log_dir], {TP: log}, clock=wall)
     cleaner.start()
     try:
         deadline = _time.monotonic() + 20
@@ -855,20 +855,20 @@ def test_abort_during_a_clean_swaps_nothing_in(opened, log_dir) -> None:
     finally:
         cleaner.shutdown()
     if aborted_in_time:       # the thread noticed the abort before swapping in
-        assert read_log(lg) == before
+        assert read_log(log) == before
     else:                     # it had finished: the clean is complete and consistent
-        assert latest(read_log(lg)) == latest(before)
+        assert latest(read_log(log)) == latest(before)
     cleaner.resume_cleaning([TP])
     assert cleaner.cleaner_manager.cleaning_state(TP) is None
 
 
 def test_time_since_last_run_and_dirty_percent(opened, log_dir, time) -> None:
     """[LogCleanerManager gauges max-dirty-percent, time-since-last-run-ms]"""
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=1024, cleanup_policy="compact",
                                                  min_cleanable_dirty_ratio=0.99), time)
-    write_dups(lg, 10, 4, time)
-    manager = LogCleanerManager([log_dir], {TP: lg}, clock=time)
-    manager.update_checkpoints(log_dir, update=(TP, lg.segments[1].base_offset))
+    write_dups(log, 10, 4, time)
+    manager = LogCleanerManager([log_dir], {TP: log}, clock=time)
+    manager.update_checkpoints(log_dir, update=(TP, log.segments[1].base_offset))
     assert manager.grab_filthiest_compacted_log(time()) is None          # below the 0.99 ratio
     assert 0 < manager.max_dirty_percent < 99
     assert manager.time_of_last_run == time.now
@@ -882,15 +882,15 @@ def test_shutdown_during_a_clean_leaves_the_log_as_it_was(opened, log_dir) -> No
     while a thread cleans abandons the clean like an abort (nothing swapped in, the state
     cleared, the checkpoint at most at the first dirty offset); a new cleaner then cleans it."""
     wall = MockTime(int(_time.time() * 1000), auto_tick_ms=1)
-    lg = make_log(opened, log_dir, TP, LogConfig(segment_bytes=64 << 10, cleanup_policy="compact",
+    log = make_log(opened, log_dir, TP, LogConfig(segment_bytes=64 << 10, cleanup_policy="compact",
                                                  min_cleanable_dirty_ratio=0.0), wall)
     keys = np.arange(60_000) % 2000
     for lo in range(0, len(keys), 2000):
         part = keys[lo:lo + 2000]
-        lg.append_raw(encode_batches(records(part, part, np.full(len(part), wall())), max_batch_bytes=16 << 10))
-    lg.roll()
-    before = read_log(lg)
-    cleaner = LogCleaner(cleaner_config(backoff_ms=10), [log_dir], {TP: lg}, clock=wall)
+        log.append_raw(encode_batches(records(part, part, np.full(len(part), wall())), max_batch_bytes=16 << 10))
+    log.roll()
+    before = read_log(log)
+    cleaner = LogCleaner(cleaner_config(backoff_ms=10), [log_dir], {TP: log}, clock=wall)
     cleaner.start()
     deadline = _time.monotonic() + 20
     while cleaner.cleaner_manager.cleaning_state(TP) != LOG_CLEANING_IN_PROGRESS:
@@ -901,12 +901,12 @@ def test_shutdown_during_a_clean_leaves_the_log_as_it_was(opened, log_dir) -> No
     assert all(not t.is_alive for t in threads) and not any(t.failed for t in threads)
     assert cleaner.cleaner_manager.cleaning_state(TP) is None
     if read_checkpoints(log_dir).get(TP, 0) == 0:        # abandoned before the swap
-        assert read_log(lg) == before
-    again = LogCleaner(cleaner_config(), [log_dir], {TP: lg}, clock=wall)
+        assert read_log(log) == before
+    again = LogCleaner(cleaner_config(), [log_dir], {TP: log}, clock=wall)
     while again.clean_once() is not None:
         pass
-    assert latest(read_log(lg)) == latest(before)
-    assert len(read_log(lg)) == 2000
+    assert latest(read_log(log)) == latest(before)
+    assert len(read_log(log)) == 2000
 
 
 def test_a_thread_dying_of_an_unexpected_error_is_counted(log_dir) -> None:
@@ -930,7 +930,7 @@ def test_throttler_sleeps_to_the_desired_rate() -> None:
     """[ThrottlerTest / log.cleaner.io.max.bytes.per.second] Above the desired rate over a check
     interval, the throttler sleeps long enough to bring the interval back to that rate; below it,
     or at an infinite rate, it never sleeps. The cleaner's threads share one."""
-    from storage_core.throttler import Throttler
+    from storage_core.cleaner import Throttler
 
     now = [0]
     slept: list[float] = []
@@ -961,18 +961,18 @@ def test_cleaning_reports_its_io_to_the_shared_throttler(tmp_path: Path) -> None
     throttler, which is what makes log.cleaner.io.max.bytes.per.second bound a clean."""
     from storage_core.cleaner import Cleaner, LogToClean
 
-    from storage_core.throttler import Throttler
+    from storage_core.cleaner import Throttler
 
-    lg = Log.open(tmp_path / "k-0", LogConfig(cleanup_policy="compact", segment_bytes=4096,
+    log = Log.open(tmp_path / "k-0", LogConfig(cleanup_policy="compact", segment_bytes=4096,
                                               file_delete_delay_ms=0))
     try:
         for i in range(200):
-            lg.append(pa.table({"key": [b"k%d" % (i % 10)], "value": [b"v%05d" % i]}))
-        size = lg.size - lg.active_segment.size
+            log.append(pa.table({"key": [b"k%d" % (i % 10)], "value": [b"v%05d" % i]}))
+        size = log.size - log.active_segment.size
         t = Throttler(float("inf"), 100)
-        _, stats = Cleaner(1 << 20, throttler=t).clean(LogToClean(lg, 0, lg.active_segment.base_offset))
+        _, stats = Cleaner(1 << 20, throttler=t).clean(LogToClean(log, 0, log.active_segment.base_offset))
         assert stats.bytes_written > 0
         # the dirty segments read twice (map, then copy) and the cleaned bytes written once
         assert t.total_observed == 2 * size + stats.bytes_written
     finally:
-        lg.close()
+        log.close()

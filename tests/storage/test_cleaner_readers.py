@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.checkpoints import TopicPartition
-from storage_core.cleaner_manager import LogCleaner
+from storage_core.checkpoint import TopicPartition
+from storage_core.cleaner import LogCleaner
 from storage_core.config import CleanerConfig, LogConfig
 from storage_core.log import Log
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from storage_core.config import INT_MAX, LONG_MAX, LogConfig
-from storage_core.config_repository import TOPIC_CONFIG_FILE, ConfigRepository, CorruptTopicConfigError
+from storage_core.server import TOPIC_CONFIG_FILE, ConfigRepository, CorruptTopicConfigError
 from storage_core.errors import InvalidConfigError, KafkaLogError
 
 

@@ -38,14 +38,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from storage_core.checkpoints import (LeaderEpochCheckpointFile, OffsetCheckpointFile,
+from storage_core.checkpoint import (LeaderEpochCheckpointFile, OffsetCheckpointFile,
                                       PartitionMetadataFile)
 from storage_core.config import LogConfig
 from storage_core.errors import KafkaLogError
 from storage_core.format import decode_batches, encode_batches
 from storage_core.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from storage_core.log import Log
-from storage_core.producer_snapshot import ProducerSnapshotEntry, read_snapshot, write_snapshot
+from storage_core.producer import ProducerSnapshotEntry, read_snapshot, write_snapshot
 
 from fixture_paths import FIXTURES, require_fixture
 BROKER_DIR = (FIXTURES / "pinterest-tiered-storage" / "ts-common" / "src" / "test" / "resources"

@@ -136,7 +136,7 @@ def library(op: str, d: Path, tmp: Path):
 
 
 def cli(tmp: Path, *args: str):
-    return run_measured(["-m", "storage_core.cli", *args], tmp)
+    return run_measured(["-m", "storage_core.tools", *args], tmp)
 
 
 def assert_clean_exit(result, *, named: str | None = None) -> None:

@@ -59,7 +59,7 @@ import pyarrow as pa
 import pytest
 
 from storage_core.errors import UnsafeFileError
-from storage_core.checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+from storage_core.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                                       EpochEntry, OffsetCheckpointFile, log_delete_dir_name,
                                       parse_topic_partition_dir)
 from storage_core.config import LogConfig
@@ -67,7 +67,7 @@ from storage_core.format import legacy
 from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.index import AbortedTxn, OffsetIndex
 from storage_core.log import Log
-from storage_core.producer_snapshot import (ProducerSnapshotEntry, list_snapshots, read_snapshot,
+from storage_core.producer import (ProducerSnapshotEntry, list_snapshots, read_snapshot,
                                             snapshot_path, write_snapshot)
 
 RP = RECOVERY_POINT_CHECKPOINT

@@ -24,18 +24,18 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoints import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT,
+from storage_core.checkpoint import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT,
                                       LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                                       OffsetCheckpointFile, TopicPartition, log_future_dir_name,
                                       log_stray_dir_name)
 from storage_core.config import CleanerConfig, LogConfig
-from storage_core.config_repository import TOPIC_CONFIG_FILE, ConfigRepository
+from storage_core.server import TOPIC_CONFIG_FILE, ConfigRepository
 from storage_core.errors import InvalidConfigError, LogLockedError
 from storage_core.log import Log
-from storage_core.manager import (CLEANER_TASK, DELETE_LOGS_TASK, FLUSH_TASK, LOCK_FILE,
+from storage_core.server import (CLEANER_TASK, DELETE_LOGS_TASK, FLUSH_TASK, LOCK_FILE,
                                   LOG_START_OFFSET_TASK, RECOVERY_POINT_TASK, RETENTION_TASK,
                                   LogManager, LogManagerConfig)
-from storage_core.scheduler import KafkaScheduler
+from storage_core.server import KafkaScheduler
 
 NOW = 1_800_000_000_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,9 +103,9 @@ def test_loads_many_partitions_in_parallel(tmp_path: Path, clock: Clock, monkeyp
     with open_mgr(tmp_path, clock, config=LogManagerConfig(num_recovery_threads_per_data_dir=4)) as mgr:
         assert len(mgr.logs) == 24
         for p in range(24):
-            lg = mgr.get_log(("orders", p))
-            assert (lg.log_start_offset, lg.log_end_offset) == (0, p + 1)
-            assert lg.read(0).column("value").to_pylist()[-1] == b"v%04d" % p
+            log = mgr.get_log(("orders", p))
+            assert (log.log_start_offset, log.log_end_offset) == (0, p + 1)
+            assert log.read(0).column("value").to_pylist()[-1] == b"v%04d" % p
     assert len(threads) > 1 and all(t.startswith("log-recovery-") for t in threads)
 
 
@@ -122,20 +122,20 @@ def test_two_log_managers_using_the_same_dir_fail(tmp_path: Path, clock: Clock) 
 def test_special_and_foreign_directories(tmp_path: Path, clock: Clock, caplog) -> None:
     """-delete dirs are deleted file.delete.delay.ms after start-up, -stray dirs left alone, -future
     dirs loaded as future logs, anything else ignored with a warning (files in the root too)."""
-    with Log.open(tmp_path / "t-0", clock=clock) as lg:
-        lg.append(records(3))
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        log.append(records(3))
     doomed = tmp_path / "gone-0.0123456789abcdef0123456789abcdef-delete"
     doomed.mkdir()
     (doomed / "00000000000000000000.log").write_bytes(b"")
     stray = tmp_path / log_stray_dir_name("old", 1)
     stray.mkdir()
     future = tmp_path / log_future_dir_name("t", 1)
-    with Log.open(future, clock=clock) as lg:
-        lg.append(records(2))
+    with Log.open(future, clock=clock) as log:
+        log.append(records(2))
     (tmp_path / "not a partition").mkdir()
     (tmp_path / "lost+found").mkdir()
     (tmp_path / "README").write_text("hello")
-    caplog.set_level(logging.WARNING, "storage_core.manager")
+    caplog.set_level(logging.WARNING, "storage_core.server")
     with open_mgr(tmp_path, clock) as mgr:
         assert set(mgr.logs) == {TopicPartition("t", 0)}
         assert mgr.get_log(("t", 1)) is None
@@ -156,8 +156,8 @@ def test_duplicate_partition_dir_is_refused_by_name(tmp_path: Path, clock: Clock
     is not loaded and is reported, the first stays."""
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
-        with Log.open(d / "t-0", clock=clock) as lg:
-            lg.append(records(1))
+        with Log.open(d / "t-0", clock=clock) as log:
+            log.append(records(1))
     with open_mgr([a, b], clock) as mgr:
         assert len(mgr.logs) == 1
         [(path, error)] = mgr.load_errors.items()
@@ -199,16 +199,16 @@ def test_checkpoint_task_runs_when_due(tmp_path: Path, clock: Clock) -> None:
     """kafka-recovery-point-checkpoint / kafka-log-start-offset-checkpoint: first after
     log.initial.task.delay.ms, then every 60 s (log.flush.offset.checkpoint.interval.ms)."""
     with open_mgr(tmp_path, clock) as mgr:
-        lg = mgr.get_or_create_log(("t", 0))
-        lg.append(records(5))
-        lg.flush()
+        log = mgr.get_or_create_log(("t", 0))
+        log.append(records(5))
+        log.flush()
         assert RECOVERY_POINT_TASK not in mgr.run_due_tasks(NOW + 29_999)
         assert not (tmp_path / RECOVERY_POINT_CHECKPOINT).exists()
         ran = mgr.run_due_tasks(NOW + 30_000)
         assert {RECOVERY_POINT_TASK, LOG_START_OFFSET_TASK} <= set(ran)
         assert (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\nt 0 5\n"
-        lg.append(records(5, 5))
-        lg.flush()
+        log.append(records(5, 5))
+        log.flush()
         assert RECOVERY_POINT_TASK not in mgr.run_due_tasks(NOW + 89_999)
         assert (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\nt 0 5\n"
         assert RECOVERY_POINT_TASK in mgr.run_due_tasks(NOW + 90_000)
@@ -251,7 +251,7 @@ CRASH_SCRIPT = """
 import os, sys
 import pyarrow as pa
 from storage_core.config import CleanerConfig
-from storage_core.manager import LogManager
+from storage_core.server import LogManager
 mgr = LogManager.open([sys.argv[1]], cleaner_config=CleanerConfig(enable_cleaner=False))
 log = mgr.get_or_create_log(("t", 0))
 log.append(pa.table({"value": [b"x"] * 5}))
@@ -275,9 +275,9 @@ def test_unclean_start_after_a_crash_recovers(tmp_path: Path, clock: Clock) -> N
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     with open_mgr(tmp_path, clock) as mgr:
         assert not mgr.had_clean_shutdown(tmp_path)
-        lg = mgr.get_log(("t", 0))
-        assert lg.log_end_offset == 5
-        assert lg.segments[-1].size == lg.segments[-1].log_path.stat().st_size   # tail truncated
+        log = mgr.get_log(("t", 0))
+        assert log.log_end_offset == 5
+        assert log.segments[-1].size == log.segments[-1].log_path.stat().st_size   # tail truncated
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
 
 
@@ -291,14 +291,14 @@ def test_partition_written_after_the_marker_is_recovered(tmp_path: Path, clock: 
     seg = tmp_path / "t-1" / "00000000000000000000.log"
     with open(seg, "ab") as f:
         f.write(b"\x00" * 20)           # garbage after the marker was written
-    caplog.set_level(logging.WARNING, "storage_core.manager")
+    caplog.set_level(logging.WARNING, "storage_core.server")
     with open_mgr(tmp_path, clock) as mgr:
         assert mgr.had_clean_shutdown(tmp_path)
         assert mgr.get_log(("t", 1)).log_end_offset == 3
     assert "t-1 was modified after the clean shutdown marker" in caplog.text
     assert "t-0 was modified" not in caplog.text
-    with Log.open(tmp_path / "t-1", read_only=True) as lg:
-        assert lg.segments[0].size == seg.stat().st_size       # the garbage was truncated
+    with Log.open(tmp_path / "t-1", read_only=True) as log:
+        assert log.segments[0].size == seg.stat().st_size       # the garbage was truncated
 
 
 def test_no_marker_when_a_partition_failed_to_load(tmp_path: Path, clock: Clock) -> None:
@@ -326,11 +326,11 @@ def test_topic_overrides_are_kept_in_the_data_dir(tmp_path: Path, clock: Clock) 
     to the topic's live logs and to logs created or loaded later; defaults + overrides."""
     defaults = LogConfig(retention_ms=1000)
     with open_mgr(tmp_path, clock, default_config=defaults) as mgr:
-        lg = mgr.get_or_create_log(("orders", 0))
-        assert lg.config.retention_ms == 1000 and lg.config.cleanup_policy == "delete"
+        log = mgr.get_or_create_log(("orders", 0))
+        assert log.config.retention_ms == 1000 and log.config.cleanup_policy == "delete"
         cfg = mgr.alter_topic_config("orders", {"cleanup.policy": "compact", "segment.bytes": 4096})
         assert cfg.compact and cfg.segment_bytes == 4096 and cfg.retention_ms == 1000
-        assert lg.config.compact
+        assert log.config.compact
         assert mgr.get_or_create_log(("orders", 1)).config.segment_bytes == 4096
         assert mgr.get_or_create_log(("other", 0)).config.segment_bytes == LogConfig().segment_bytes
     doc = json.loads((tmp_path / TOPIC_CONFIG_FILE).read_text())
@@ -389,13 +389,13 @@ def test_retention_task_deletes_expired_segments_then_files(tmp_path: Path, cloc
     files go file.delete.delay.ms later; the log start offset moves, appends go on."""
     mgr_cfg = LogManagerConfig(initial_task_delay_ms=0, retention_check_interval_ms=10_000)
     with open_mgr(tmp_path, clock, config=mgr_cfg, default_config=LogConfig(retention_ms=5000)) as mgr:
-        lg = mgr.get_or_create_log(("t", 0))
-        segments(lg, 3, ts=NOW - 10_000)
+        log = mgr.get_or_create_log(("t", 0))
+        segments(log, 3, ts=NOW - 10_000)
         names = {p.name for p in (tmp_path / "t-0").glob("0*.log")}
         assert len(names) == 3
         mgr.run_due_tasks(NOW)
-        assert [s.base_offset for s in lg.segments] == [15]       # rolled, then all 3 deleted
-        assert lg.log_start_offset == 15 and lg.log_end_offset == 15
+        assert [s.base_offset for s in log.segments] == [15]       # rolled, then all 3 deleted
+        assert log.log_start_offset == 15 and log.log_end_offset == 15
         deleted = sorted(p.name for p in (tmp_path / "t-0").glob("*.deleted"))
         assert {n + ".deleted" for n in names} <= set(deleted)
         assert any(n.endswith(".index.deleted") for n in deleted)
@@ -403,8 +403,8 @@ def test_retention_task_deletes_expired_segments_then_files(tmp_path: Path, cloc
         assert (tmp_path / "t-0" / "00000000000000000000.log.deleted").exists()
         mgr.run_due_tasks(NOW + 60_000)                         # kafka-delete-logs removes them
         assert not list((tmp_path / "t-0").glob("*.deleted"))
-        lg.append(records(1))
-        assert lg.log_end_offset == 16
+        log.append(records(1))
+        assert log.log_end_offset == 16
         m = mgr.metrics()
         assert m.partition("t", 0).segments_deleted == 3 and m.retention_segments_deleted == 3
         assert m.dir(tmp_path).bytes_deleted == m.retention_bytes_deleted > 0
@@ -414,9 +414,9 @@ def test_size_retention_through_the_manager(tmp_path: Path, clock: Clock) -> Non
     """[LogManagerTest.testCleanupSegmentsToMaintainSize] cleanup_logs keeps a log within
     retention.bytes by whole segments and reports what it removed."""
     with open_mgr(tmp_path, clock) as mgr:
-        lg = mgr.get_or_create_log(("t", 0))
-        segments(lg, 4)
-        seg_size = lg.segments[0].size
+        log = mgr.get_or_create_log(("t", 0))
+        segments(log, 4)
+        seg_size = log.segments[0].size
         mgr.alter_topic_config("t", {"retention.bytes": str(2 * seg_size)})
         [result] = mgr.cleanup_logs(NOW)
         assert result.topic_partition == ("t", 0)
@@ -489,9 +489,9 @@ def test_scheduler_runs_on_a_thread(tmp_path: Path) -> None:
     cfg = LogManagerConfig(initial_task_delay_ms=0, flush_recovery_offset_checkpoint_interval_ms=50)
     mgr = LogManager.open([tmp_path], config=cfg, background=True, cleaner_config=CleanerConfig(enable_cleaner=False))
     try:
-        lg = mgr.get_or_create_log(("t", 0))
-        lg.append(pa.table({"value": [b"x"] * 3}))
-        lg.flush()
+        log = mgr.get_or_create_log(("t", 0))
+        log.append(pa.table({"value": [b"x"] * 3}))
+        log.flush()
         deadline = time.monotonic() + 10
         cp = tmp_path / RECOVERY_POINT_CHECKPOINT
         while time.monotonic() < deadline and not (cp.exists() and cp.read_text() == "0\n1\nt 0 3\n"):
@@ -529,10 +529,10 @@ def test_compaction_through_the_manager(tmp_path: Path, clock: Clock) -> None:
             assert r.records_removed == 40 and r.size_after < r.size_before
         cps = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
         for p in range(2):
-            lg = mgr.get_log(("k", p))
-            assert cps[TopicPartition("k", p)] == lg.active_segment.base_offset == 60
-            assert lg.size < before[p]
-            table = lg.read(lg.log_start_offset, max_bytes=1 << 20)
+            log = mgr.get_log(("k", p))
+            assert cps[TopicPartition("k", p)] == log.active_segment.base_offset == 60
+            assert log.size < before[p]
+            table = log.read(log.log_start_offset, max_bytes=1 << 20)
             assert table.column("offset").to_pylist() == list(range(40, 60))
             assert set(table.column("value").to_pylist()) == {b"v2-%d" % k for k in range(20)}
         assert mgr.compact(NOW) == []            # nothing left to clean
@@ -565,14 +565,14 @@ def test_cleaner_task_and_max_compaction_lag(tmp_path: Path, clock: Clock) -> No
                   config=LogManagerConfig(initial_task_delay_ms=0)) as mgr:
         mgr.alter_topic_config("k", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0",
                                      "max.compaction.lag.ms": "60000"})
-        lg = mgr.get_or_create_log(("k", 0))
-        keyed(lg, 10, 3)
-        size = lg.size
+        log = mgr.get_or_create_log(("k", 0))
+        keyed(log, 10, 3)
+        size = log.size
         assert CLEANER_TASK in mgr.run_due_tasks(NOW + 1000)
-        assert lg.size == size
+        assert log.size == size
         assert CLEANER_TASK in mgr.run_due_tasks(NOW + 61_000)
-        assert lg.size < size
-        assert lg.read(lg.log_start_offset).num_rows == 10
+        assert log.size < size
+        assert log.read(log.log_start_offset).num_rows == 10
 
 
 # ---------------------------------------------------------------------------------- metrics
@@ -655,15 +655,15 @@ def test_truncate_to_pauses_cleaning_and_lowers_the_cleaner_checkpoint(tmp_path:
         # segments too small to be grouped: the cleaner keeps one segment per segment
         mgr.alter_topic_config("k", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
                                      "segment.bytes": "300"})
-        lg = mgr.get_or_create_log(("k", 0))
-        keyed(lg, 10, 4)
+        log = mgr.get_or_create_log(("k", 0))
+        keyed(log, 10, 4)
         mgr.compact(NOW)
         assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {("k", 0): 40}
-        assert [s.base_offset for s in lg.segments] == [0, 10, 20, 30, 40]
+        assert [s.base_offset for s in log.segments] == [0, 10, 20, 30, 40]
         # at a segment boundary (a truncation that empties a segment whose first offsets were
         # cleaned away ends the log at that segment's base offset, see the report)
         mgr.truncate_to({("k", 0): 30})
-        assert lg.log_end_offset == 30 and lg.active_segment.base_offset == 30
+        assert log.log_end_offset == 30 and log.active_segment.base_offset == 30
         assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {("k", 0): 30}
         assert mgr.cleaner.cleaner_manager.cleaning_state(("k", 0)) is None
         assert OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT).read()[("k", 0)] <= 30
@@ -675,14 +675,14 @@ def test_background_cleaner_threads(tmp_path: Path) -> None:
     stops both and still writes the clean marker."""
     mgr = LogManager.open([tmp_path], background=True, cleaner_config=CleanerConfig(backoff_ms=20))
     try:
-        lg = mgr.get_or_create_log(("k", 0))
-        keyed(lg, 10, 3)
+        log = mgr.get_or_create_log(("k", 0))
+        keyed(log, 10, 3)
         # compacted only now, so the thread sees all three segments at once (cleaning between
         # the rounds could leave the last one below min.cleanable.dirty.ratio)
         mgr.alter_topic_config("k", {"cleanup.policy": "compact"})
         assert mgr.scheduler.task(CLEANER_TASK) is None        # the threads clean, not the task
         assert mgr.cleaner.await_cleaned(("k", 0), 30, max_wait_ms=20_000)
-        assert lg.read(lg.log_start_offset).num_rows == 10
+        assert log.read(log.log_start_offset).num_rows == 10
     finally:
         mgr.shutdown()
     assert not mgr.cleaner.cleaners and (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
@@ -695,7 +695,7 @@ def test_corrupt_topic_config_file_stops_the_start(tmp_path: Path, clock: Clock)
     with pytest.raises(Exception, match=TOPIC_CONFIG_FILE):
         open_mgr(tmp_path, clock)
     (tmp_path / TOPIC_CONFIG_FILE).write_text('{"version": 1, "topics": {"t": {"retention.ms": "x"}}}')
-    with Log.open(tmp_path / "t-0", clock=clock) as lg:
-        lg.append(records(1))
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        log.append(records(1))
     with open_mgr(tmp_path, clock) as mgr:        # a bad value fails that topic's partitions only
         assert "retention.ms" in mgr.load_errors[tmp_path / "t-0"]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_core.offset_map import SkimpyOffsetMap, _position, key_hashes, span_hashes
+from storage_core.cleaner.offset_map import SkimpyOffsetMap, _position, key_hashes, span_hashes
 
 
 def key(i: int) -> bytes:

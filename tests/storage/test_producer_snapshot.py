@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from storage_core.errors import CorruptSnapshotError, KafkaLogError
 from storage_core.format import iter_batches
-from storage_core.producer_snapshot import (
+from storage_core.producer import (
     ENTRY_SIZE, HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION, ProducerSnapshotEntry, decode_snapshot,
     encode_snapshot, list_snapshots, read_snapshot, snapshot_path, write_snapshot)
 

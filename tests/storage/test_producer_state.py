@@ -52,9 +52,9 @@ from storage_core.format.log_input_stream import LogInputStream, iter_batches
 from storage_core.format.record_batch import (INT32_MAX, NO_SEQUENCE, BatchHeader, build_batch,
                                               compute_crc, write_empty_header)
 from storage_core.index import AbortedTxn, TransactionIndex
-from storage_core.producer_snapshot import (ProducerSnapshotEntry, list_snapshots, read_snapshot,
+from storage_core.producer import (ProducerSnapshotEntry, list_snapshots, read_snapshot,
                                             snapshot_path)
-from storage_core.producer_state import (
+from storage_core.producer import (
     LATE_TRANSACTION_BUFFER_MS, NUM_BATCHES_TO_RETAIN, BatchMetadata, CompletedTxn,
     InvalidProducerEpochError, InvalidTxnStateError, LogOffsetMetadata,
     OutOfOrderSequenceError, ProducerAppendInfo, ProducerStateEntry, ProducerStateError,
@@ -833,7 +833,7 @@ def test_map_end_offset_moves_for_non_idempotent_data(tmp_path):
 
 
 def test_finish_append_refuses_a_duplicate(psm):
-    from storage_core.producer_state import PendingAppend
+    from storage_core.producer import PendingAppend
     with pytest.raises(ValueError):
         psm.finish_append(PendingAppend(duplicate=BatchMetadata(0, 0, 0, 0)), 1)
 
@@ -1548,7 +1548,7 @@ def test_periodic_producer_id_expiration(tmp_path):
     and ``run_due_tasks``, no sleeping."""
     from storage_core import LogConfig, LogManager, LogManagerConfig
     from storage_core.config import CleanerConfig
-    from storage_core.manager import PRODUCER_EXPIRATION_TASK
+    from storage_core.server import PRODUCER_EXPIRATION_TASK
 
     now = [NOW]
     with LogManager.open([tmp_path], clock=lambda: now[0],

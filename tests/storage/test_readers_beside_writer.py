@@ -207,7 +207,7 @@ def test_verify_and_dump_report_an_oversized_index_without_loading_it(tmp_path: 
     os.truncate(index, 2**31)
     os.truncate(tindex, 2**31 + 4)
     for args in (["verify", str(tmp_path)], ["dump", "--files", str(index)], ["dump", "--files", str(tindex)]):
-        rc, out, err, peak = run_measured(["-m", "storage_core.cli", *args], tmp_path)
+        rc, out, err, peak = run_measured(["-m", "storage_core.tools", *args], tmp_path)
         assert rc == 1, (args, out, err)
         assert peak < 700 << 20, (args, peak)
         text = out + err
@@ -250,7 +250,7 @@ def test_indexes_of_a_larger_configured_size_are_used_by_readers_and_verify(tmp_
     Spark source opens partitions) still uses them, since it cannot know the topic's setting and
     reads them by positioned reads; ``verify`` takes the bound from the topic's override in
     kafkalog-topic-configs.json, and without the override reports them oversized."""
-    from storage_core.config_repository import ConfigRepository
+    from storage_core.server import ConfigRepository
 
     big = 20 << 20
     part = tmp_path / "t-0"
@@ -266,7 +266,7 @@ def test_indexes_of_a_larger_configured_size_are_used_by_readers_and_verify(tmp_
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
         def verify() -> str:
-            got = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(tmp_path)],
+            got = subprocess.run([sys.executable, "-m", "storage_core.tools", "verify", str(tmp_path)],
                                  capture_output=True, text=True, timeout=300, env=env)
             return got.stdout + got.stderr
 

@@ -12,7 +12,7 @@ import pytest
 
 from storage_core.config import LogConfig
 from storage_core.log import Log
-from storage_core.segment import CLEANED_SUFFIX, LogSegment
+from storage_core.log import CLEANED_SUFFIX, LogSegment
 
 
 def _records(n: int, start: int) -> pa.Table:

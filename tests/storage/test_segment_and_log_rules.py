@@ -64,7 +64,7 @@ from storage_core.errors import (CorruptRecordError, InvalidOffsetError, OffsetO
 from storage_core.format import decode_batches, encode_batches
 from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
-from storage_core.segment import LogSegment
+from storage_core.log import LogSegment
 
 
 def batch(base: int, n: int = 1, ts0: int = 0, **kw) -> bytes:
@@ -461,7 +461,7 @@ def epochs(log: Log) -> list[tuple[int, int]]:
 
 
 def epochs_on_disk(part: Path) -> list[tuple[int, int]]:
-    from storage_core.checkpoints import LeaderEpochCheckpointFile
+    from storage_core.checkpoint import LeaderEpochCheckpointFile
     return [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile.in_dir(part).read()]
 
 
@@ -626,7 +626,7 @@ def test_non_active_segments_from(tmp_path: Path) -> None:
 
 def test_segment_files_are_named_by_20_digit_base_offset(tmp_path: Path) -> None:
     """[LocalLogTest.testOffsetFromFile]"""
-    from storage_core.segment import filename_prefix, offset_from_filename
+    from storage_core.log import filename_prefix, offset_from_filename
 
     big = 12_345_678_901_234
     assert filename_prefix(5) == "00000000000000000005" and len(filename_prefix(big)) == 20

@@ -16,13 +16,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoints import (PARTITION_METADATA_FILE, CorruptCheckpointError,
+from storage_core.checkpoint import (PARTITION_METADATA_FILE, CorruptCheckpointError,
                                       PartitionMetadataFile, log_future_dir_name, random_topic_id,
                                       topic_id_from_str, topic_id_to_str)
 from storage_core.config import LogConfig
 from storage_core.errors import InconsistentTopicIdError, KafkaLogError
 from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.server import LogManager
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 BROKER_DIR = (FIXTURES / "pinterest-tiered-storage" / "ts-common" / "src" / "test" / "resources"

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage_core.checkpoints import RECOVERY_POINT_CHECKPOINT
+from storage_core.checkpoint import RECOVERY_POINT_CHECKPOINT
 from storage_core.config import LogConfig
 from storage_core.errors import CorruptRecordError
 from storage_core.format import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
 from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.index import AbortedTxn
 from storage_core.log import Log
-from storage_core.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
+from storage_core.producer import InvalidProducerEpochError, OutOfOrderSequenceError
 
 SMALL = LogConfig.from_properties({"segment.bytes": "700", "index.interval.bytes": "100"})
 

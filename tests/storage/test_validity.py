@@ -22,16 +22,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+from storage_core.checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                                       OffsetCheckpointFile)
-from storage_core.cli import main
+from storage_core.tools.cli import main
 from storage_core.config import LogConfig
 from storage_core.errors import CorruptRecordError
 from storage_core.format.control import ControlRecordType
 from storage_core.format.record_batch import (ATTRIBUTES_OFFSET, CRC_OFFSET, RecordInput,
                                               build_batch, crc32c)
 from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.server import LogManager
 
 
 @dataclass

@@ -30,8 +30,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from storage_core.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from storage_core.cli import main
+from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from storage_core.tools.cli import main
 from storage_core.config import LogConfig
 from storage_core.errors import KafkaLogError
 from storage_core.format import encode_batches

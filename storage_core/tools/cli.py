@@ -97,28 +97,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .checkpoints import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
+from ..checkpoint import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                           LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE,
                           RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           CorruptCheckpointError, OffsetCheckpointFile, parse_clean_shutdown,
                           parse_leader_epoch_checkpoint, parse_offset_checkpoint,
                           parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str,
                           without_invalid_topics)
-from .data_files import file_problem, open_data_file
-from .errors import CorruptIndexError, CorruptRecordError, KafkaLogError
-from .format import legacy
-from .format.compression import CompressionType, decompress
-from .format.control import ControlRecordType, EndTransactionMarker
-from .format.log_input_stream import (BatchInfo, LogInputStream, batch_payload,
+from ..data_files import file_problem, open_data_file
+from ..errors import CorruptIndexError, CorruptRecordError, KafkaLogError
+from ..format import legacy
+from ..format.compression import CompressionType, decompress
+from ..format.control import ControlRecordType, EndTransactionMarker
+from ..format.log_input_stream import (BatchInfo, LogInputStream, batch_payload,
                                       default_max_decompressed, max_batch_read_size,
                                       max_records_per_batch, too_many_records)
-from .format.record_batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
+from ..format.record_batch import (CREATE_TIME, LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record,
                                   compute_crc, decode_record, decrement_sequence)
-from .index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex
-from .index.abstract_index import index_oversized
-from .producer_snapshot import ENTRY_SIZE as SNAPSHOT_ENTRY_SIZE
-from .producer_snapshot import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
-from .producer_snapshot import PRODUCER_SNAPSHOT_VERSION, decode_snapshot
+from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex
+from ..index.abstract_index import index_oversized
+from ..producer import ENTRY_SIZE as SNAPSHOT_ENTRY_SIZE
+from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
+from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot
 
 _TS_NAME = {-1: "NoTimestampType", CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
 INT_MAX = 2**31 - 1
@@ -799,10 +799,10 @@ def _verify_segment_log(path: Path, p: _Problems) -> str:
     (``LogSegment.valid_batches``, docs/operations.md "What valid means"): the first invalid
     batch, or bytes after the last whole batch, are what recovery truncates, so they are
     reported with their position; offsets past 32-bit relative offsets are a split."""
-    from .config import LogConfig
-    from .errors import OffsetOverflowError
-    from .format.log_input_stream import batch_records
-    from .segment import LogSegment
+    from ..config import LogConfig
+    from ..errors import OffsetOverflowError
+    from ..format.log_input_stream import batch_records
+    from ..log import LogSegment
 
     base = int(path.name[:20])
     later = sorted(int(f.name[:20]) for f in path.parent.iterdir()
@@ -832,7 +832,7 @@ def _verify_segment_log(path: Path, p: _Problems) -> str:
 
 
 def _verify_log(path: Path, p: _Problems) -> str:
-    from .format.log_input_stream import batch_records
+    from ..format.log_input_stream import batch_records
 
     if _SEGMENT_NAME.fullmatch(path.name):
         return _verify_segment_log(path, p)
@@ -870,7 +870,7 @@ def _segment_log(path: Path, p: _Problems) -> tuple[int, Path] | None:
 def _max_index_size_of(path: Path) -> int:
     """``segment.index.bytes`` of the topic of an index file: its override in the data
     directory's ``kafkalog-topic-configs.json``, else the default."""
-    from .config_repository import ConfigRepository
+    from ..server import ConfigRepository
     try:
         topic, _ = parse_topic_partition_dir(path.parent.name)
         return ConfigRepository([path.parent.parent]).topic_config(topic).segment_index_bytes
@@ -1080,9 +1080,9 @@ def _check_offset_entries(path: Path, offsets: dict, p: _Problems) -> str:
     load, and a ``log-start-offset-checkpoint`` entry past its partition's log end offset makes
     the load delete every segment of it (LogLoader: "Deleting all segments because
     logEndOffset is smaller than logStartOffset"); both are reported."""
-    from .checkpoints import validate_topic_name
-    from .config import LogConfig
-    from .segment import LogSegment
+    from ..checkpoint import validate_topic_name
+    from ..config import LogConfig
+    from ..log import LogSegment
 
     for (topic, partition), offset in offsets.items():
         try:
@@ -1301,9 +1301,9 @@ def _segment_info(seg) -> dict[str, Any]:
 
 
 def _describe_partition(d: Path, checkpoints: dict[str, tuple[dict, str | None]]) -> dict[str, Any]:
-    from .config import LogConfig
-    from .log import Log
-    from .segment import LogSegment
+    from ..config import LogConfig
+    from ..log import Log
+    from ..log import LogSegment
 
     info: dict[str, Any] = {"partition": d.name, "dir": str(d), "topic": None, "partition_id": None}
     key = None
@@ -1450,7 +1450,7 @@ def _files(d: Path) -> dict[str, int]:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from .log import Log
+    from ..log import Log
 
     root = Path(args.dir)
     if not root.exists():
@@ -1548,13 +1548,13 @@ def _clock(now: int | None) -> Callable[[], int]:
 
 
 def _open_manager(root: Path, now: int | None, **kwargs: Any):
-    from .manager import LogManager
+    from ..server import LogManager
 
     return LogManager.open([root], clock=_clock(now), **kwargs)
 
 
 def _scoped(mgr, topics: list[str] | None) -> list:
-    return sorted(((tp, lg) for tp, lg in mgr.logs.items() if not topics or tp.topic in topics),
+    return sorted(((tp, log) for tp, log in mgr.logs.items() if not topics or tp.topic in topics),
                   key=lambda e: (e[0].topic, e[0].partition))
 
 
@@ -1573,13 +1573,13 @@ def _print_load_errors(mgr, topics: list[str] | None) -> int:
 
 def _purge(mgr) -> int:
     """Remove every pending ``.deleted`` file at once (--purge)."""
-    from .config import LONG_MAX
+    from ..config import LONG_MAX
 
     return mgr.delete_expired_files(LONG_MAX)
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    from .config import CleanerConfig
+    from ..config import CleanerConfig
 
     root = _data_dir(args.dir)
     with _open_manager(root, args.now, cleaner_config=CleanerConfig(enable_cleaner=False)) as mgr:
@@ -1587,18 +1587,18 @@ def cmd_retention(args: argparse.Namespace) -> int:
         failed = _print_load_errors(mgr, args.topic) if not args.json else len(mgr.load_errors)
         scoped = _scoped(mgr, args.topic)
         rows = []
-        for i, (tp, lg) in enumerate(scoped, 1):
+        for i, (tp, log) in enumerate(scoped, 1):
             print(f"[{i}/{len(scoped)}] {tp}", file=sys.stderr, flush=True)
-            segments_before = lg.num_segments
+            segments_before = log.num_segments
             results = mgr.cleanup_logs(now, partitions=[tp], include_compacted=True)
             r = results[0] if results else None
-            c = lg.config
+            c = log.config
             row = {"topic": tp.topic, "partition": tp.partition, "cleanup_policy": c.cleanup_policy,
                    "retention_ms": c.retention_ms, "retention_bytes": c.retention_bytes,
                    "segments_before": segments_before, "segments_deleted": r.segments_deleted if r else 0,
                    "bytes_deleted": r.bytes_deleted if r else 0,
-                   "log_start_offset_before": r.log_start_offset_before if r else lg.log_start_offset,
-                   "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset,
+                   "log_start_offset_before": r.log_start_offset_before if r else log.log_start_offset,
+                   "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
                    "error": r.error if r else None}
             rows.append(row)
             if args.json:
@@ -1613,9 +1613,9 @@ def cmd_retention(args: argparse.Namespace) -> int:
                       f"{row['log_start_offset_before']} -> {row['log_start_offset']} ({policy})")
             else:
                 print(f"{tp}: nothing to delete, {segments_before} segments, log start offset "
-                      f"{lg.log_start_offset} ({policy})")
+                      f"{log.log_start_offset} ({policy})")
         purged = _purge(mgr) if args.purge else 0
-        pending = sum(lg.pending_deletes for _, lg in scoped)
+        pending = sum(log.pending_deletes for _, log in scoped)
     failed += sum(1 for r in rows if r["error"])
     touched = sum(1 for r in rows if r["segments_deleted"])
     totals = {"partitions": len(rows), "partitions_changed": touched,
@@ -1636,18 +1636,18 @@ def cmd_retention(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     import time
 
-    from .config import CleanerConfig
+    from ..config import CleanerConfig
 
     root = _data_dir(args.dir)
     cleaner_config = CleanerConfig(dedupe_buffer_size=args.dedupe_buffer_size)
     started = time.perf_counter()
     with _open_manager(root, args.now, cleaner_config=cleaner_config) as mgr:
         failed = _print_load_errors(mgr, args.topic) if not args.json else len(mgr.load_errors)
-        scoped = [(tp, lg) for tp, lg in _scoped(mgr, args.topic) if lg.config.compact]
+        scoped = [(tp, log) for tp, log in _scoped(mgr, args.topic) if log.config.compact]
         if args.force:
-            for _, lg in scoped:     # in memory only: the topic's configuration is untouched
-                mgr._apply_config(lg, lg.config.with_changes(min_cleanable_dirty_ratio=0.0))
-        before = {tp: lg.size for tp, lg in scoped}
+            for _, log in scoped:     # in memory only: the topic's configuration is untouched
+                mgr._apply_config(log, log.config.with_changes(min_cleanable_dirty_ratio=0.0))
+        before = {tp: log.size for tp, log in scoped}
         if not scoped and not args.json:
             which = f" of topic {', '.join(args.topic)}" if args.topic else ""
             print(f"no compacted partitions{which} in {root} (cleanup.policy=compact); nothing to do")
@@ -1667,9 +1667,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"{tp}: FAILED: marked uncleanable after an error (details above)")
         failed += len(uncleanable)
-        after = {tp: lg.size for tp, lg in scoped}
+        after = {tp: log.size for tp, log in scoped}
         purged = _purge(mgr) if args.purge else 0
-        pending = sum(lg.pending_deletes for _, lg in scoped)
+        pending = sum(log.pending_deletes for _, log in scoped)
     elapsed = time.perf_counter() - started
     size_before, size_after = sum(before.values()), sum(after.values())
     totals = {"partitions": len(scoped), "rounds": len(rounds),
@@ -1705,9 +1705,9 @@ def _parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from .checkpoints import validate_topic_name
-    from .config import LogConfig
-    from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository
+    from ..checkpoint import validate_topic_name
+    from ..config import LogConfig
+    from ..server import TOPIC_CONFIG_FILE, ConfigRepository
 
     root = _data_dir(args.dir)
     validate_topic_name(args.topic)

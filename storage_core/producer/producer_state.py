@@ -92,16 +92,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from .errors import CorruptRecordError, CorruptSnapshotError, KafkaLogError
-from .format.control import ControlRecordType, EndTransactionMarker
-from .format.log_input_stream import BatchInfo, batch_records
-from .format.record_batch import (INT32_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+from ..errors import CorruptRecordError, CorruptSnapshotError, KafkaLogError
+from ..format.control import ControlRecordType, EndTransactionMarker
+from ..format.log_input_stream import BatchInfo, batch_records
+from ..format.record_batch import (INT32_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
                                   NO_TIMESTAMP, BatchHeader, decrement_sequence)
-from .index import AbortedTxn
+from ..index import AbortedTxn
 from .producer_snapshot import (ProducerSnapshotEntry, list_snapshots, read_snapshot,
                                 snapshot_path, write_snapshot)
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN", "LATE_TRANSACTION_BUFFER_MS", "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
@@ -390,7 +390,7 @@ class ProducerAppendInfo:
             txn_open = self._updated.current_txn_first_offset is not None
             if strict and producer_epoch == current and not txn_open:
                 # KAFKA-19999: a retried TV2 marker for an already completed transaction
-                log.info("Idempotent transaction marker retry detected for producer %d epoch %d "
+                logger.info("Idempotent transaction marker retry detected for producer %d epoch %d "
                          "in %s; allowing the duplicate marker", self.producer_id,
                          producer_epoch, self.partition)
                 return
@@ -399,7 +399,7 @@ class ProducerAppendInfo:
                        f"{'<=' if strict else '<'} the last seen epoch {current}"
                        + ("" if transaction_version is None else f" (TV{transaction_version})"))
             if self.origin is AppendOrigin.REPLICATION:
-                log.warning(message)
+                logger.warning(message)
             else:
                 raise InvalidProducerEpochError(message, producer_id=self.producer_id,
                                                 offset=offset)
@@ -435,7 +435,7 @@ class ProducerAppendInfo:
                        f"{offset} in partition {self.partition}: {marker.coordinator_epoch} "
                        f"(zombie), {self._updated.coordinator_epoch} (current)")
             if self.origin is AppendOrigin.REPLICATION:
-                log.info(message)
+                logger.info(message)
             else:
                 raise TransactionCoordinatorFencedError(message, producer_id=self.producer_id,
                                                         offset=offset)
@@ -929,7 +929,7 @@ class ProducerStateManager:
         if self._last_map_offset <= self._last_snap_offset:
             return None
         path = write_snapshot(self._dir, self._last_map_offset, self.snapshot_entries(), sync=sync)
-        log.info("Wrote producer snapshot at offset %d with %d producer ids in %s",
+        logger.info("Wrote producer snapshot at offset %d with %d producer ids in %s",
                  self._last_map_offset, len(self._producers), self._dir)
         self._snapshots.put(self._last_map_offset, path)
         self._last_snap_offset = self._last_map_offset
@@ -957,7 +957,7 @@ class ProducerStateManager:
         try:
             path.rename(target)
         except FileNotFoundError:
-            log.info("Failed to rename producer state snapshot %s with deletion suffix because it "
+            logger.info("Failed to rename producer state snapshot %s with deletion suffix because it "
                      "was already deleted", path)
             return None
         return target
@@ -992,10 +992,10 @@ class ProducerStateManager:
                 return
             offset, path = latest
             try:
-                log.info("Loading producer state from snapshot file '%s'", path)
+                logger.info("Loading producer state from snapshot file '%s'", path)
                 entries = read_snapshot(path)
             except (CorruptSnapshotError, FileNotFoundError) as e:
-                log.warning("Failed to load producer snapshot from '%s': %s", path, e)
+                logger.warning("Failed to load producer snapshot from '%s': %s", path, e)
                 self._remove_and_delete_snapshot(offset)
                 continue
             for e in entries:
@@ -1048,7 +1048,7 @@ class ProducerStateManager:
     def truncate_fully_and_reload_snapshots(self) -> None:
         """``truncateFullyAndReloadSnapshots``: forget everything, then rescan the directory's
         snapshot files (state itself is loaded by the next :meth:`truncate_and_reload`)."""
-        log.info("Reloading the producer state snapshots of %s", self._dir)
+        logger.info("Reloading the producer state snapshots of %s", self._dir)
         self.truncate_fully_and_start_at(0)
         self._snapshots = self._load_snapshots()
 

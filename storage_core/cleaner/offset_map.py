@@ -21,7 +21,7 @@ from typing import Iterable
 import numba as nb
 import numpy as np
 
-from .format._md5 import md5_spans
+from ..format._md5 import md5_spans
 
 HASH_SIZE = 16                       # MD5
 BYTES_PER_ENTRY = HASH_SIZE + 8      # SkimpyOffsetMap.bytesPerEntry

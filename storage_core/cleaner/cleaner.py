@@ -40,28 +40,28 @@ import heapq
 import numba as nb
 import numpy as np
 
-from .errors import (CorruptRecordError, LogCleaningAbortedError, LogCleaningError,
+from ..errors import (CorruptRecordError, LogCleaningAbortedError, LogCleaningError,
                      OffsetOverflowError)
-from .format import _kernels, legacy
-from .format._kernels import _copy
-from .format.columnar import record_fields
-from .format.compression import compress, decompress
-from .format.control import ControlRecordType
-from .format.log_input_stream import (BatchArrays, LogInputStream, default_max_decompressed,
+from ..format import _kernels, legacy
+from ..format._kernels import _copy
+from ..format.columnar import record_fields
+from ..format.compression import compress, decompress
+from ..format.control import ControlRecordType
+from ..format.log_input_stream import (BatchArrays, LogInputStream, default_max_decompressed,
                                       scan_batches)
-from .format.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
+from ..format.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
                                   CONTROL_FLAG_MASK, CRC_OFFSET, DELETE_HORIZON_FLAG_MASK,
                                   HEADER, HEADER_SIZE_UP_TO_MAGIC, LOG_APPEND_TIME,
                                   LOG_OVERHEAD, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
                                   TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK, CREATE_TIME,
                                   crc32c, write_empty_header)
-from .format.varint import varint_sizes, zigzag_array
-from .index import AbortedTxn, TransactionIndex
-from .log import Log
+from ..format.varint import varint_sizes, zigzag_array
+from ..index import AbortedTxn, TransactionIndex
+from ..log import Log
 from .offset_map import SkimpyOffsetMap, span_hashes
-from .segment import CLEANED_SUFFIX, INT_MAX, LogSegment, segment_paths
+from ..log import CLEANED_SUFFIX, INT_MAX, LogSegment, segment_paths
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _njit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
@@ -142,38 +142,38 @@ class LastRecord:
     producer_epoch: int
 
 
-def log_segments(log_: Log, from_offset: int, to_offset: int) -> list[LogSegment]:
+def log_segments(log: Log, from_offset: int, to_offset: int) -> list[LogSegment]:
     """``LogSegments.values(from, to)`` (``Log.segments_in_range``)."""
-    return log_.segments_in_range(from_offset, to_offset)
+    return log.segments_in_range(from_offset, to_offset)
 
 
-def _non_active_segments_from(log_: Log, from_offset: int) -> list[LogSegment]:
+def _non_active_segments_from(log: Log, from_offset: int) -> list[LogSegment]:
     """``LocalLog.nonActiveLogSegmentsFrom``."""
-    return log_.non_active_segments_from(from_offset)
+    return log.non_active_segments_from(from_offset)
 
 
-def collect_aborted_transactions(log_: Log, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+def collect_aborted_transactions(log: Log, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
     """``UnifiedLog.collectAbortedTransactions(startOffset, upperBound)``: from the segment
     holding ``start_offset`` on, each txn index's entries with ``last_offset >= log start
     offset and first_offset < upper_bound``, until an index says the search is complete."""
-    segs = log_.segments
+    segs = log.segments
     bases = [s.base_offset for s in segs]
     i = bisect.bisect_right(bases, start_offset) - 1
     if i < 0:
         return []
     found: list[AbortedTxn] = []
     for seg in segs[i:]:
-        txns, complete = seg.txn_index.collect_aborted_txns(log_.log_start_offset, upper_bound_offset)
+        txns, complete = seg.txn_index.collect_aborted_txns(log.log_start_offset, upper_bound_offset)
         found.extend(txns)
         if complete:
             break
     return found
 
 
-def last_records_of_active_producers(log_: Log) -> dict[int, LastRecord]:
+def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
     """``UnifiedLog.lastRecordsOfActiveProducers``."""
-    with log_._lock:
-        producers = dict(log_.producer_state.active_producers)
+    with log._lock:
+        producers = dict(log.producer_state.active_producers)
     return {pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
             for pid, e in producers.items()}
 
@@ -777,28 +777,28 @@ class Cleaner:
     def clean(self, to_clean: LogToClean, now_ms: int | None = None) -> tuple[int, CleanerStats]:
         """``Cleaner.doClean``: returns the first offset not cleaned (the next dirty offset)
         and the statistics of this clean."""
-        log_ = to_clean.log
+        log = to_clean.log
         now = self.clock() if now_ms is None else now_ms
-        log.info("Beginning cleaning of log %s", log_.dir.name)
+        logger.info("Beginning cleaning of log %s", log.dir.name)
         # tombstones of legacy (v0/v1) records go by segment mtimes (KIP-534 only for v2)
-        clean_part = log_segments(log_, 0, to_clean.first_dirty_offset)
-        legacy_delete_horizon_ms = (last_modified_ms(clean_part[-1]) - log_.config.delete_retention_ms
+        clean_part = log_segments(log, 0, to_clean.first_dirty_offset)
+        legacy_delete_horizon_ms = (last_modified_ms(clean_part[-1]) - log.config.delete_retention_ms
                                     if clean_part else 0)
         stats = CleanerStats(clock=self.clock)
         upper_bound = to_clean.first_uncleanable_offset
-        self.build_offset_map(log_, to_clean.first_dirty_offset, upper_bound, self.offset_map, stats)
+        self.build_offset_map(log, to_clean.first_dirty_offset, upper_bound, self.offset_map, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()
         transaction_metadata = CleanedTransactionMetadata()
-        groups = self.group_segments_by_size(log_segments(log_, 0, end_offset), log_.config.segment_bytes,
-                                             log_.config.max_index_size, upper_bound)
+        groups = self.group_segments_by_size(log_segments(log, 0, end_offset), log.config.segment_bytes,
+                                             log.config.max_index_size, upper_bound)
         for group in groups:
-            self.clean_segments(log_, group, self.offset_map, now, stats, transaction_metadata, None,
+            self.clean_segments(log, group, self.offset_map, now, stats, transaction_metadata, None,
                                 upper_bound, legacy_delete_horizon_ms=legacy_delete_horizon_ms)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
-        log.info("Cleaned %s up to offset %d: read %d messages (%d bytes), wrote %d (%d bytes)",
-                 log_.dir.name, end_offset, stats.messages_read, stats.bytes_read, stats.messages_written,
+        logger.info("Cleaned %s up to offset %d: read %d messages (%d bytes), wrote %d (%d bytes)",
+                 log.dir.name, end_offset, stats.messages_read, stats.bytes_read, stats.messages_written,
                  stats.bytes_written)
         return end_offset, stats
 
@@ -837,36 +837,36 @@ class Cleaner:
 
     # ---------------------------------------------------------------------------- offset map
 
-    def build_offset_map(self, log_: Log, start: int, end: int, offset_map: SkimpyOffsetMap,
+    def build_offset_map(self, log: Log, start: int, end: int, offset_map: SkimpyOffsetMap,
                          stats: CleanerStats) -> None:
         """``buildOffsetMap``: key -> latest offset over the dirty segments ``[start, end)``,
         stopping when the map is as full as the load factor allows."""
         offset_map.clear()
-        dirty = log_segments(log_, start, end)
-        log.info("Building offset map for log %s for %d segments in offset range [%d, %d).",
-                 log_.dir.name, len(dirty), start, end)
+        dirty = log_segments(log, start, end)
+        logger.info("Building offset map for log %s for %d segments in offset range [%d, %d).",
+                 log.dir.name, len(dirty), start, end)
         transaction_metadata = CleanedTransactionMetadata()
-        transaction_metadata.add_aborted_transactions(collect_aborted_transactions(log_, start, end))
+        transaction_metadata.add_aborted_transactions(collect_aborted_transactions(log, start, end))
         for i, seg in enumerate(dirty):
             nxt = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            self.check_done(log_)
-            if self._build_offset_map_for_segment(log_, seg, offset_map, start, nxt, transaction_metadata, stats):
-                log.debug("Offset map is full, %d segments fully mapped, segment with base offset %d is "
+            self.check_done(log)
+            if self._build_offset_map_for_segment(log, seg, offset_map, start, nxt, transaction_metadata, stats):
+                logger.debug("Offset map is full, %d segments fully mapped, segment with base offset %d is "
                           "partially mapped", i, seg.base_offset)
                 break
-        log.info("Offset map for log %s complete.", log_.dir.name)
+        logger.info("Offset map for log %s complete.", log.dir.name)
 
-    def _build_offset_map_for_segment(self, log_: Log, seg: LogSegment, offset_map: SkimpyOffsetMap,
+    def _build_offset_map_for_segment(self, log: Log, seg: LogSegment, offset_map: SkimpyOffsetMap,
                                       start: int, next_segment_start: int,
                                       txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
         """``buildOffsetMapForSegment``: True if the map filled up in this segment."""
         position = seg.offset_index.lookup(start).position
         max_desired = int(offset_map.slots * self.dup_buffer_load_factor)
         source = str(seg.log_path)
-        max_decompressed = default_max_decompressed(log_.config.max_message_bytes)
+        max_decompressed = default_max_decompressed(log.config.max_message_bytes)
         try:
             while position < seg.size:
-                self.check_done(log_)
+                self.check_done(log)
                 chunk = seg.read_bytes(position, self._read_buffer_size)
                 self._throttle(len(chunk))
                 start_position = position
@@ -884,7 +884,7 @@ class Cleaner:
                 position += valid
                 stats.index_bytes_read(valid)
                 if position == start_position:
-                    self._grow_buffers_or_fail(seg, position, log_.config.max_message_bytes, chunk)
+                    self._grow_buffers_or_fail(seg, position, log.config.max_message_bytes, chunk)
         finally:
             self._restore_buffers()
         # over an offset gap, fast forward to the last offset this segment can hold
@@ -969,7 +969,7 @@ class Cleaner:
 
     # ---------------------------------------------------------------------------- cleaning
 
-    def clean_segments(self, log_: Log, segments: Sequence[LogSegment], offset_map: SkimpyOffsetMap,
+    def clean_segments(self, log: Log, segments: Sequence[LogSegment], offset_map: SkimpyOffsetMap,
                        current_time_ms: int, stats: CleanerStats, transaction_metadata: CleanedTransactionMetadata,
                        last_record_of_producer: dict[int, LastRecord] | None,
                        upper_bound_offset_of_clean_round: int, *, legacy_delete_horizon_ms: int = 0) -> None:
@@ -981,35 +981,35 @@ class Cleaner:
         segments = list(segments)
         base = segments[0].base_offset
         # UnifiedLog.createNewCleanedSegment: a leftover .cleaned of an earlier attempt goes first
-        for p in segment_paths(log_.dir, base, CLEANED_SUFFIX).values():
+        for p in segment_paths(log.dir, base, CLEANED_SUFFIX).values():
             p.unlink(missing_ok=True)
-        cleaned = LogSegment.open(log_.dir, base, log_.config, file_suffix=CLEANED_SUFFIX, preallocate=False)
+        cleaned = LogSegment.open(log.dir, base, log.config, file_suffix=CLEANED_SUFFIX, preallocate=False)
         transaction_metadata.cleaned_index = cleaned.txn_index
         try:
             if last_record_of_producer is None:
-                last_record_of_producer = last_records_of_active_producers(log_)
+                last_record_of_producer = last_records_of_active_producers(log)
             for i, seg in enumerate(segments):
                 # aborted transactions from the whole segment: the new txn index is rebuilt whole
                 upper = segments[i + 1].base_offset if i + 1 < len(segments) else seg.read_next_offset()
                 transaction_metadata.add_aborted_transactions(
-                    collect_aborted_transactions(log_, seg.base_offset, upper))
+                    collect_aborted_transactions(log, seg.base_offset, upper))
                 retain = last_modified_ms(seg) > legacy_delete_horizon_ms
-                log.info("Cleaning %s in log %s into %d with an upper bound deletion horizon %d computed from "
-                         "the segment last modified time of %d, %s deletes.", seg.log_path.name, log_.dir.name,
+                logger.info("Cleaning %s in log %s into %d with an upper bound deletion horizon %d computed from "
+                         "the segment last modified time of %d, %s deletes.", seg.log_path.name, log.dir.name,
                          base, legacy_delete_horizon_ms, last_modified_ms(seg),
                          "retaining" if retain else "discarding")
                 try:
-                    self._clean_into(log_, seg, cleaned, offset_map, retain, transaction_metadata,
+                    self._clean_into(log, seg, cleaned, offset_map, retain, transaction_metadata,
                                      last_record_of_producer, upper_bound_offset_of_clean_round, stats,
                                      current_time_ms)
                 except OffsetOverflowError as e:
                     # Kafka splits the segment and aborts this round (cleanSegments); our own
                     # .cleaned files go first, the split writes pieces of the same names
-                    log.info("Caught segment overflow error during cleaning: %s", e)
+                    logger.info("Caught segment overflow error during cleaning: %s", e)
                     cleaned.delete()
-                    log_.split_overflowed_segment(seg)
+                    log.split_overflowed_segment(seg)
                     raise LogCleaningAbortedError(
-                        f"Cleaning of {log_.dir.name} aborted: {seg.log_path} was split first ({e})") from e
+                        f"Cleaning of {log.dir.name} aborted: {seg.log_path} was split first ({e})") from e
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             # the new files keep the last modified time of the originals (legacy tombstones and
@@ -1020,23 +1020,23 @@ class Cleaner:
             raise
         finally:
             transaction_metadata.cleaned_index = None
-        log.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned.log_path.name,
-                 [s.base_offset for s in segments], log_.dir.name)
-        log_.replace_segments([cleaned], segments)
+        logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned.log_path.name,
+                 [s.base_offset for s in segments], log.dir.name)
+        log.replace_segments([cleaned], segments)
 
-    def _clean_into(self, log_: Log, source: LogSegment, dest: LogSegment, offset_map: SkimpyOffsetMap,
+    def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, offset_map: SkimpyOffsetMap,
                     retain_legacy_deletes_and_txn_markers: bool, transaction_metadata: CleanedTransactionMetadata,
                     last_records: dict[int, LastRecord], upper_bound_offset_of_cleaning_round: int,
                     stats: CleanerStats, current_time: int) -> None:
         """``cleanInto``: copy what stays of ``source`` into ``dest``, a buffer at a time."""
-        f = _LogCleanerFilter(offset_map, retain_legacy_deletes_and_txn_markers, log_.config.delete_retention_ms,
+        f = _LogCleanerFilter(offset_map, retain_legacy_deletes_and_txn_markers, log.config.delete_retention_ms,
                               transaction_metadata, last_records, upper_bound_offset_of_cleaning_round, stats,
-                              current_time, default_max_decompressed(log_.config.max_message_bytes),
+                              current_time, default_max_decompressed(log.config.max_message_bytes),
                               str(source.log_path))
         position = 0
         try:
             while position < source.size:
-                self.check_done(log_)
+                self.check_done(log)
                 chunk = source.read_bytes(position, self._read_buffer_size)
                 self._throttle(len(chunk))
                 result = _filter_to(chunk, f, position)
@@ -1049,7 +1049,7 @@ class Cleaner:
                     dest.append(largest, max_ts, shallow, out)
                     self._throttle(len(out))
                 if chunk and result.bytes_read == 0:
-                    self._grow_buffers_or_fail(source, position, log_.config.max_message_bytes, chunk)
+                    self._grow_buffers_or_fail(source, position, log.config.max_message_bytes, chunk)
         finally:
             self._restore_buffers()
 
@@ -1081,7 +1081,7 @@ class Cleaner:
         if self._read_buffer_size >= max_buffer:
             raise LogCleaningError(f"This log contains a message larger than maximum allowable size of {max_buffer}.")
         new_size = min(self._read_buffer_size * 2, max_buffer)
-        log.info("Growing cleaner I/O buffers from %d bytes to %d bytes.", self._read_buffer_size, new_size)
+        logger.info("Growing cleaner I/O buffers from %d bytes to %d bytes.", self._read_buffer_size, new_size)
         self._read_buffer_size = new_size
 
     def _restore_buffers(self) -> None:

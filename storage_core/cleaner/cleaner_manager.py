@@ -41,18 +41,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition,
+from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition,
                           without_invalid_topics)
-from .config import CleanerConfig
-from .errors import KafkaLogError, LogCleaningAbortedError, LogCleaningError
+from ..config import CleanerConfig
+from ..errors import KafkaLogError, LogCleaningAbortedError, LogCleaningError
 from .throttler import Throttler
 
 if TYPE_CHECKING:                      # runtime imports of cleaner.py are deferred, see _cleaner()
     from .cleaner import Cleaner, CleanerStats, LogToClean
-    from .log import Log
-    from .segment import LogSegment
+    from ..log import Log
+    from ..log import LogSegment
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 LogsSource = Mapping[TopicPartition, "Log"] | Callable[[], Mapping[TopicPartition, "Log"]]
@@ -147,10 +147,10 @@ class PreCleanStats:
 
 # --------------------------------------------------------------------------- segment helpers
 
-def non_active_log_segments_from(log_: "Log", from_offset: int) -> list["LogSegment"]:
+def non_active_log_segments_from(log: "Log", from_offset: int) -> list["LogSegment"]:
     """``LogSegments.nonActiveLogSegmentsFrom``: the inactive segments from the one holding
     ``from_offset``; none when ``from_offset`` lies past the active segment's base."""
-    return log_.non_active_segments_from(from_offset)
+    return log.non_active_segments_from(from_offset)
 
 
 def first_batch_timestamp(seg: "LogSegment") -> int:
@@ -171,37 +171,37 @@ def first_batch_timestamp(seg: "LogSegment") -> int:
     return ts if ts >= 0 else LONG_MAX
 
 
-def is_compact_and_delete(log_: "Log") -> bool:
-    return log_.config.compact and log_.config.delete
+def is_compact_and_delete(log: "Log") -> bool:
+    return log.config.compact and log.config.delete
 
 
-def max_compaction_delay(log_: "Log", first_dirty_offset: int, now: int) -> int:
+def max_compaction_delay(log: "Log", first_dirty_offset: int, now: int) -> int:
     """``LogCleanerManager.maxCompactionDelay``: how long past ``max.compaction.lag.ms`` the
     earliest dirty inactive segment is (by its first batch's timestamp), 0 if not yet due."""
     stamps = [t for t in (first_batch_timestamp(s)
-                          for s in non_active_log_segments_from(log_, first_dirty_offset)) if t > 0]
+                          for s in non_active_log_segments_from(log, first_dirty_offset)) if t > 0]
     earliest = min(stamps, default=LONG_MAX)
-    clean_until = now - max(log_.config.max_compaction_lag_ms, 0)
+    clean_until = now - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def _first_uncleanable_segment(log_: "Log", first_dirty_offset: int, now: int,
+def _first_uncleanable_segment(log: "Log", first_dirty_offset: int, now: int,
                                min_compaction_lag_ms: int) -> int | None:
     """``findFirstUncleanableSegment``: the base of the first dirty inactive segment holding a
     record newer than ``min.compaction.lag.ms``."""
-    for seg in non_active_log_segments_from(log_, first_dirty_offset):
+    for seg in non_active_log_segments_from(log, first_dirty_offset):
         uncleanable = seg.largest_timestamp > now - min_compaction_lag_ms
-        log.debug("Checking if log segment may be cleaned: log=%s segment.baseOffset=%d "
+        logger.debug("Checking if log segment may be cleaned: log=%s segment.baseOffset=%d "
                   "segment.largestTimestamp=%d; now - compactionLag=%d; is uncleanable=%s",
-                  log_.dir.name, seg.base_offset, seg.largest_timestamp,
+                  log.dir.name, seg.base_offset, seg.largest_timestamp,
                   now - min_compaction_lag_ms, uncleanable)
         if uncleanable:
             return seg.base_offset
     return None
 
 
-def cleanable_offsets(log_: "Log", last_clean_offset: int | None, now: int) -> OffsetsToClean:
-    """``LogCleanerManager.cleanableOffsets``: the dirty range a clean of ``log_`` may cover.
+def cleanable_offsets(log: "Log", last_clean_offset: int | None, now: int) -> OffsetsToClean:
+    """``LogCleanerManager.cleanableOffsets``: the dirty range a clean of ``log`` may cover.
 
     The first dirty offset is the checkpointed one, reset to the log start offset (with
     ``force_update_checkpoint``) when it lies below the log start offset or beyond the log end
@@ -209,48 +209,48 @@ def cleanable_offsets(log_: "Log", last_clean_offset: int | None, now: int) -> O
     smallest of the last stable offset (undecided transactions are never cleaned), the active
     segment's base, and the base of the first dirty segment with a record newer than
     ``min.compaction.lag.ms``; never below the first dirty offset."""
-    log_start = log_.log_start_offset
+    log_start = log.log_start_offset
     checkpoint = log_start if last_clean_offset is None else last_clean_offset
     if checkpoint < log_start:
-        if not is_compact_and_delete(log_):     # retention moves the start: no news there
-            log.warning("Resetting first dirty offset of %s to log start offset %d since the "
-                        "checkpointed offset %d is invalid.", log_.dir.name, log_start, checkpoint)
+        if not is_compact_and_delete(log):     # retention moves the start: no news there
+            logger.warning("Resetting first dirty offset of %s to log start offset %d since the "
+                        "checkpointed offset %d is invalid.", log.dir.name, log_start, checkpoint)
         first_dirty, force = log_start, True
-    elif checkpoint > log_.log_end_offset:
+    elif checkpoint > log.log_end_offset:
         # corruption at the end of the log: assume the whole log needs cleaning
-        log.warning("The last checkpoint dirty offset for partition %s is %d, which is larger "
+        logger.warning("The last checkpoint dirty offset for partition %s is %d, which is larger "
                     "than the log end offset %d. Resetting to the log start offset %d.",
-                    log_.dir.name, checkpoint, log_.log_end_offset, log_start)
+                    log.dir.name, checkpoint, log.log_end_offset, log_start)
         first_dirty, force = log_start, True
     else:
         first_dirty, force = checkpoint, False
-    candidates = [log_.last_stable_offset, log_.active_segment.base_offset]
-    min_lag = max(log_.config.min_compaction_lag_ms, 0)
+    candidates = [log.last_stable_offset, log.active_segment.base_offset]
+    min_lag = max(log.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
-        lagging = _first_uncleanable_segment(log_, first_dirty, now, min_lag)
+        lagging = _first_uncleanable_segment(log, first_dirty, now, min_lag)
         if lagging is not None:
             candidates.append(lagging)
     first_uncleanable = min(candidates)
-    log.debug("Finding range of cleanable offsets for log=%s. Last clean offset=%s now=%d => "
+    logger.debug("Finding range of cleanable offsets for log=%s. Last clean offset=%s now=%d => "
               "firstDirtyOffset=%d firstUncleanableOffset=%d activeSegment.baseOffset=%d",
-              log_.dir.name, last_clean_offset, now, first_dirty, first_uncleanable,
-              log_.active_segment.base_offset)
+              log.dir.name, last_clean_offset, now, first_dirty, first_uncleanable,
+              log.active_segment.base_offset)
     return OffsetsToClean(first_dirty, max(first_dirty, first_uncleanable), force)
 
 
-def calculate_cleanable_bytes(log_: "Log", first_dirty_offset: int,
+def calculate_cleanable_bytes(log: "Log", first_dirty_offset: int,
                               uncleanable_offset: int) -> tuple[int, int]:
     """``LogCleanerManager.calculateCleanableBytes``: ``(first uncleanable segment's base,
     bytes of the whole segments from the one holding the first dirty offset up to it)``."""
-    rest = non_active_log_segments_from(log_, uncleanable_offset)
-    first_uncleanable = (rest[0] if rest else log_.active_segment).base_offset
-    cleanable = sum(s.size for s in log_.segments_in_range(min(first_dirty_offset, first_uncleanable),
+    rest = non_active_log_segments_from(log, uncleanable_offset)
+    first_uncleanable = (rest[0] if rest else log.active_segment).base_offset
+    cleanable = sum(s.size for s in log.segments_in_range(min(first_dirty_offset, first_uncleanable),
                                                  first_uncleanable))
     return first_uncleanable, cleanable
 
 
-def topic_partition_of(log_: "Log") -> TopicPartition:
-    return TopicPartition(log_.topic, log_.partition)
+def topic_partition_of(log: "Log") -> TopicPartition:
+    return TopicPartition(log.topic, log.partition)
 
 
 # --------------------------------------------------------------------------- LogCleanerManager
@@ -310,7 +310,7 @@ class LogCleanerManager:
                 try:
                     out.update(self._read_checkpoint(checkpoint))
                 except (OSError, KafkaLogError) as e:
-                    log.error("Failed to access checkpoint file %s in dir %s: %s",
+                    logger.error("Failed to access checkpoint file %s in dir %s: %s",
                               checkpoint.path.name, checkpoint.path.parent, e)
             return out
 
@@ -352,7 +352,7 @@ class LogCleanerManager:
             try:
                 self._rewrite(checkpoint, change)
             except (OSError, KafkaLogError) as e:
-                log.error("Failed to access checkpoint file %s in dir %s: %s",
+                logger.error("Failed to access checkpoint file %s in dir %s: %s",
                           checkpoint.path.name, checkpoint.path.parent, e)
 
     def alter_checkpoint_dir(self, topic_partition: tuple[str, int],
@@ -366,12 +366,12 @@ class LogCleanerManager:
                 source = self._checkpoints.get(_data_dir_key(source_log_dir))
                 offset = None if source is None else self._read_checkpoint(source).get(tp)
                 if offset is not None:
-                    log.debug("Moving the cleaner checkpoint of %s from %s to %s", tp,
+                    logger.debug("Moving the cleaner checkpoint of %s from %s to %s", tp,
                               source_log_dir, dest_log_dir)
                     self.update_checkpoints(source_log_dir, partition_to_remove=tp)
                     self.update_checkpoints(dest_log_dir, update=(tp, offset))
             except (OSError, KafkaLogError) as e:
-                log.error("Failed to access checkpoint file in dir %s: %s", source_log_dir, e)
+                logger.error("Failed to access checkpoint file in dir %s: %s", source_log_dir, e)
             marked = self._uncleanable.get(str(_data_dir_key(source_log_dir)), set())
             if tp in marked:
                 marked.discard(tp)
@@ -379,7 +379,7 @@ class LogCleanerManager:
 
     def handle_log_dir_failure(self, directory: str | os.PathLike[str]) -> None:
         """``handleLogDirFailure``: stop using ``directory``'s checkpoint."""
-        log.warning("Stopping cleaning logs in dir %s", directory)
+        logger.warning("Stopping cleaning logs in dir %s", directory)
         with self._lock:
             self._checkpoints.pop(_data_dir_key(directory), None)
 
@@ -389,8 +389,8 @@ class LogCleanerManager:
         checkpoint to it if it was above (compacted logs only)."""
         tp = TopicPartition(*topic_partition)
         with self._lock:
-            log_ = self.logs().get(tp)
-            if log_ is None or not log_.config.compact:
+            log = self.logs().get(tp)
+            if log is None or not log.config.compact:
                 return
             checkpoint = self._checkpoints.get(_data_dir_key(data_dir))
             if checkpoint is None:
@@ -420,22 +420,22 @@ class LogCleanerManager:
             self._time_of_last_run = now
             last_clean = self.all_cleaner_checkpoints()
             dirty: list[tuple[TopicPartition, LogToClean]] = []
-            for tp, log_ in list(self.logs().items()):
-                if not log_.config.compact or tp in self._in_progress or \
-                        self._is_uncleanable_partition(log_, tp):
+            for tp, log in list(self.logs().items()):
+                if not log.config.compact or tp in self._in_progress or \
+                        self._is_uncleanable_partition(log, tp):
                     continue
                 try:
-                    offsets = cleanable_offsets(log_, last_clean.get(tp), now)
+                    offsets = cleanable_offsets(log, last_clean.get(tp), now)
                     if offsets.force_update_checkpoint:
-                        self.update_checkpoints(log_.dir.parent, update=(tp, offsets.first_dirty_offset))
-                    delay = max_compaction_delay(log_, offsets.first_dirty_offset, now)
+                        self.update_checkpoints(log.dir.parent, update=(tp, offsets.first_dirty_offset))
+                    delay = max_compaction_delay(log, offsets.first_dirty_offset, now)
                     stats.update_max_compaction_delay(delay)
-                    ltc = LogToClean(log_, offsets.first_dirty_offset,
+                    ltc = LogToClean(log, offsets.first_dirty_offset,
                                      offsets.first_uncleanable_dirty_offset, delay > 0)
                     total = ltc.total_bytes
                 except Exception as e:
                     raise LogCleaningError(f"Failed to calculate log cleaning stats for partition "
-                                           f"{tp}: {e}", log=log_) from e
+                                           f"{tp}: {e}", log=log) from e
                 if total > 0:                       # skip empty logs
                     dirty.append((tp, ltc))
             self._dirtiest_log_cleanable_ratio = max((ltc.cleanable_ratio for _, ltc in dirty), default=0.0)
@@ -455,8 +455,8 @@ class LogCleanerManager:
         retention is done). Guards against a topic switching between delete and compact while
         one of the two works on it."""
         with self._lock:
-            found = [(tp, lg) for tp, lg in self.logs().items()
-                     if not lg.config.compact and tp not in self._in_progress]
+            found = [(tp, log) for tp, log in self.logs().items()
+                     if not log.config.compact and tp not in self._in_progress]
             for tp, _ in found:
                 self._in_progress[tp] = LogCleaningPaused(1)
             return found
@@ -466,9 +466,9 @@ class LogCleanerManager:
         state nor uncleanable, marked in progress: the cleaner thread deletes their old
         segments (retention for ``compact,delete``, the log start offset for both)."""
         with self._lock:
-            found = {tp: lg for tp, lg in self.logs().items()
-                     if tp not in self._in_progress and lg.config.compact
-                     and not self._is_uncleanable_partition(lg, tp)}
+            found = {tp: log for tp, log in self.logs().items()
+                     if tp not in self._in_progress and log.config.compact
+                     and not self._is_uncleanable_partition(log, tp)}
             for tp in found:
                 self._in_progress[tp] = LOG_CLEANING_IN_PROGRESS
             return found
@@ -491,7 +491,7 @@ class LogCleanerManager:
         with self._lock:
             self.abort_and_pause_cleaning(tp)
             self.resume_cleaning([tp])
-        log.info("The cleaning for partition %s is aborted", tp)
+        logger.info("The cleaning for partition %s is aborted", tp)
 
     def abort_and_pause_cleaning(self, topic_partition: tuple[str, int],
                                  timeout_s: float | None = None) -> None:
@@ -517,7 +517,7 @@ class LogCleanerManager:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"The cleaning of {tp} did not stop within {timeout_s} s")
                 self._paused_cleaning_cond.wait(0.1)
-        log.info("The cleaning for partition %s is aborted and paused", tp)
+        logger.info("The cleaning for partition %s is aborted and paused", tp)
 
     def resume_cleaning(self, topic_partitions: Iterable[tuple[str, int]]) -> None:
         """``resumeCleaning``: undo one pause of each partition."""
@@ -592,9 +592,9 @@ class LogCleanerManager:
         with self._lock:
             self._uncleanable.setdefault(str(_data_dir_key(log_dir)), set()).add(TopicPartition(*topic_partition))
 
-    def _is_uncleanable_partition(self, log_: "Log", tp: TopicPartition) -> bool:
+    def _is_uncleanable_partition(self, log: "Log", tp: TopicPartition) -> bool:
         with self._lock:
-            return tp in self._uncleanable.get(str(_data_dir_key(log_.dir.parent)), ())
+            return tp in self._uncleanable.get(str(_data_dir_key(log.dir.parent)), ())
 
     def maintain_uncleanable_partitions(self) -> None:
         """``maintainUncleanablePartitions``: forget removed partitions (and empty dirs)."""
@@ -638,11 +638,11 @@ class LogCleanerManager:
             total = 0
             live = self.logs()
             for tp in partitions:
-                log_ = live.get(tp)
-                if log_ is None:
+                log = live.get(tp)
+                if log is None:
                     continue
-                offsets = cleanable_offsets(log_, last_clean.get(tp), now)
-                total += calculate_cleanable_bytes(log_, offsets.first_dirty_offset,
+                offsets = cleanable_offsets(log, last_clean.get(tp), now)
+                total += calculate_cleanable_bytes(log, offsets.first_dirty_offset,
                                                    offsets.first_uncleanable_dirty_offset)[1]
             return total
 
@@ -692,7 +692,7 @@ class CleanerThread:
         self._thread.start()
 
     def _run(self) -> None:
-        log.info("%s: starting", self.name)
+        logger.info("%s: starting", self.name)
         try:
             while self._running.is_set():
                 self.do_work()
@@ -700,9 +700,9 @@ class CleanerThread:
             pass
         except BaseException:                   # noqa: BLE001 - ShutdownableThread: report, die
             self.failed = True
-            log.exception("%s: error due to", self.name)
+            logger.exception("%s: error due to", self.name)
         finally:
-            log.info("%s: stopped", self.name)
+            logger.info("%s: stopped", self.name)
 
     def initiate_shutdown(self) -> None:
         self._running.clear()
@@ -720,11 +720,11 @@ class CleanerThread:
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _check_done(self, log_: "Log") -> None:
+    def _check_done(self, log: "Log") -> None:
         """``checkDone``, the Cleaner's hook between pieces of work."""
         if not self._running.is_set():
             raise _ThreadShutdown(f"{self.name} is shutting down")
-        self.owner.cleaner_manager.check_cleaning_aborted(topic_partition_of(log_))
+        self.owner.cleaner_manager.check_cleaning_aborted(topic_partition_of(log))
 
     def do_work(self, now_ms: int | None = None) -> bool:
         """``doWork``: one round, then back off ``log.cleaner.backoff.ms`` if nothing was
@@ -742,7 +742,7 @@ class CleanerThread:
             return self.clean_filthiest_log(now_ms)
         except LogCleaningError as e:
             bad = e.log
-            log.warning("Unexpected exception thrown when cleaning log %s. Marking its partition "
+            logger.warning("Unexpected exception thrown when cleaning log %s. Marking its partition "
                         "(%s) as uncleanable", bad, None if bad is None else topic_partition_of(bad),
                         exc_info=e)
             if bad is not None:
@@ -767,11 +767,11 @@ class CleanerThread:
                 raise LogCleaningError(f"{e}", log=ltc.log) from e
         deletable = manager.deletable_logs()
         try:
-            for _tp, log_ in deletable.items():
+            for _tp, log in deletable.items():
                 try:
-                    log_.delete_old_segments(now)
+                    log.delete_old_segments(now)
                 except Exception as e:
-                    raise LogCleaningError(f"{e}", log=log_) from e
+                    raise LogCleaningError(f"{e}", log=log) from e
         finally:
             manager.done_deleting(deletable.keys())
         return cleaned
@@ -779,12 +779,12 @@ class CleanerThread:
     def clean_log(self, cleanable: "LogToClean", now_ms: int) -> None:
         """``cleanLog``: clean, then checkpoint the end offset (the first dirty offset when the
         clean was aborted, so nothing is marked clean that was not)."""
-        log_ = cleanable.log
-        tp = topic_partition_of(log_)
+        log = cleanable.log
+        tp = topic_partition_of(log)
         start_offset = end_offset = cleanable.first_dirty_offset
         try:
             end_offset, stats = self.cleaner.clean(cleanable, now_ms)
-            self.record_stats(log_.dir.name, start_offset, end_offset, stats)
+            self.record_stats(log.dir.name, start_offset, end_offset, stats)
         except _ThreadShutdown:
             raise
         except LogCleaningAbortedError:
@@ -792,16 +792,16 @@ class CleanerThread:
         except OSError as e:
             # Kafka takes the whole log dir offline (LogDirFailureChannel); a library cannot
             # decide that for its caller: report it, and stop cleaning this partition
-            data_dir = str(log_.dir.parent)
+            data_dir = str(log.dir.parent)
             msg = f"Failed to clean up log for {tp} in dir {data_dir} due to IOException"
             handler = self.owner.log_dir_failure_handler
             if handler is not None:
                 handler(data_dir, msg, e)
             else:
-                log.error("%s: %s", msg, e)
-            self.owner.cleaner_manager.mark_partition_uncleanable(log_.dir.parent, tp)
+                logger.error("%s: %s", msg, e)
+            self.owner.cleaner_manager.mark_partition_uncleanable(log.dir.parent, tp)
         finally:
-            self.owner.cleaner_manager.done_cleaning(tp, log_.dir.parent, end_offset)
+            self.owner.cleaner_manager.done_cleaning(tp, log.dir.parent, end_offset)
 
     def record_stats(self, name: str, start: int, end: int, stats: "CleanerStats") -> None:
         """``recordStats``: keep the round's stats for the gauges and log Kafka's summary."""
@@ -811,7 +811,7 @@ class CleanerThread:
         mb = 1024 * 1024
         read = max(stats.bytes_read, 1)
         msgs = max(stats.messages_read, 1)
-        log.info(
+        logger.info(
             "\n\tLog cleaner thread %d cleaned log %s (dirty section = [%d, %d])\n"
             "\t%.1f MB of log processed in %.1f seconds (%.1f MB/sec).\n"
             "\tIndexed %.1f MB in %.1f seconds (%.1f%% of total time)\n"
@@ -828,10 +828,10 @@ class CleanerThread:
             100 * (1 - stats.bytes_written / read), 100 * (1 - stats.messages_written / msgs))
         pre = self.last_pre_clean_stats
         if pre.delayed_partitions > 0:
-            log.info("\tCleanable partitions: %d, Delayed partitions: %d, max delay: %d",
+            logger.info("\tCleanable partitions: %d, Delayed partitions: %d, max delay: %d",
                      pre.cleanable_partitions, pre.delayed_partitions, pre.max_compaction_delay_ms)
         if stats.invalid_messages_read > 0:
-            log.warning("\tFound %d invalid messages during compaction.", stats.invalid_messages_read)
+            logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_messages_read)
 
 
 def _elapsed_secs(stats: "CleanerStats") -> float:
@@ -870,7 +870,7 @@ class LogCleaner:
         with self._lock:
             if self.cleaners:
                 return
-            log.info("Starting the log cleaner")
+            logger.info("Starting the log cleaner")
             for i in range(self.config.num_threads):
                 thread = CleanerThread(self, i)
                 self.cleaners.append(thread)
@@ -881,7 +881,7 @@ class LogCleaner:
     def shutdown(self, timeout_s: float | None = 60.0) -> None:
         """Stop the threads: each finishes or abandons (as an abort) the clean it is in."""
         with self._lock:
-            log.info("Shutting down the log cleaner.")
+            logger.info("Shutting down the log cleaner.")
             for thread in self.cleaners:
                 thread.initiate_shutdown()
             for thread in self.cleaners:

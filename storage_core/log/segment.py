@@ -20,16 +20,16 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import LogConfig
-from .data_files import open_data_file
-from .errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
-from .format import _kernels
-from .format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
+from ..config import LogConfig
+from ..data_files import open_data_file
+from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
+from ..format import _kernels
+from ..format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
                                       scan_batches)
-from .format.record_batch import HEADER_SIZE_UP_TO_MAGIC
-from .index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from ..format.record_batch import HEADER_SIZE_UP_TO_MAGIC
+from ..index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _FIND_WINDOW = 64 << 10     # first read when looking for an offset from its index entry
 
@@ -434,7 +434,7 @@ class LogSegment:
                                  ) -> TimestampAndOffset | None:
         """``LogSegment.findOffsetByTimestamp``: the first record with timestamp >= ``timestamp``
         (and offset >= ``starting_offset``), via the time index then a scan."""
-        from .format.log_input_stream import batch_records
+        from ..format.log_input_stream import batch_records
 
         starting_offset = self.base_offset if starting_offset is None else starting_offset
         hint = self.time_index.lookup(timestamp)
@@ -461,7 +461,7 @@ class LogSegment:
         file and its position; every batch yielded before it is valid. Valid, ordered offsets
         more than 2^31-1 past the base raise ``OffsetOverflowError`` (the log splits the
         segment, LogLoader's retryOnOffsetOverflow)."""
-        from .format.log_input_stream import batch_records, default_max_decompressed
+        from ..format.log_input_stream import batch_records, default_max_decompressed
 
         limit = default_max_decompressed(self.config.max_message_bytes)
         expected = self.base_offset
@@ -502,7 +502,7 @@ class LogSegment:
         """``check_stored_batches`` over the v2 batches of ``chunk`` from ``start``, at once:
         ``(end of the batches checked, position of the first invalid one or None, its error
         located in the file)``."""
-        from .log_validator import check_stored_batches
+        from .validator import check_stored_batches
 
         try:
             scan = scan_batches(chunk, start)
@@ -550,13 +550,13 @@ class LogSegment:
             for b, chunk, _ in self.valid_batches(next_base_offset=next_base_offset):
                 accept(b, chunk)
         except CorruptRecordError as e:
-            log.warning("Found invalid batch in %s after position %d: %s; truncating",
+            logger.warning("Found invalid batch in %s after position %d: %s; truncating",
                         self.log_path, state["valid"], e.reason)
         valid = state["valid"]
         max_ts, max_off = state["max"]
         truncated = self._size - valid
         if truncated > 0:
-            log.warning("Truncating %s from %d to %d bytes", self.log_path, self._size, valid)
+            logger.warning("Truncating %s from %d to %d bytes", self.log_path, self._size, valid)
         self._truncate_file(valid)
         self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)

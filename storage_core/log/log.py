@@ -28,31 +28,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoints import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
                           topic_id_to_str, validate_topic_name, without_invalid_topics)
-from .config import INT_MAX, LONG_MAX, LogConfig
-from .data_files import check_partition_dir
-from .errors import (CorruptRecordError, InconsistentTopicIdError, InvalidConfigError,
+from ..config import INT_MAX, LONG_MAX, LogConfig
+from .files import check_partition_dir
+from ..errors import (CorruptRecordError, InconsistentTopicIdError, InvalidConfigError,
                      InvalidOffsetError, KafkaLogError, LogLockedError, OffsetOutOfRangeError,
                      OffsetOverflowError, RecordTooLargeError)
-from .format import decode_run, empty_table, encode_batches
-from .format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
-from .format.log_input_stream import (BatchArrays, default_max_decompressed,
+from ..format import decode_run, empty_table, encode_batches
+from ..format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
+from ..format.log_input_stream import (BatchArrays, default_max_decompressed,
                                       scan_batches)
-from .format.record_batch import LOG_APPEND_TIME, set_max_timestamp
-from .log_validator import validate_batches
-from .metrics import LogMetrics
-from .index import AbortedTxn, OffsetIndex, TimeIndex
-from .index.abstract_index import index_file_oversized
+from ..format.record_batch import LOG_APPEND_TIME, set_max_timestamp
+from .validator import validate_batches
+from .log_metrics import LogMetrics
+from ..index import AbortedTxn, OffsetIndex, TimeIndex
+from ..index.abstract_index import index_file_oversized
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
                       offset_from_filename)
-from .producer_snapshot import read_snapshot
-from .producer_state import AppendOrigin, ProducerStateEntry, ProducerStateManager
+from ..producer import read_snapshot
+from ..producer import AppendOrigin, ProducerStateEntry, ProducerStateManager
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 
@@ -171,7 +171,7 @@ class Log:
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         except CorruptCheckpointError as e:
             # rebuilt from the batches' leader epochs by a full recovery
-            log.warning("Ignoring corrupt %s: %s; recovering the whole log", LEADER_EPOCH_CHECKPOINT, e)
+            logger.warning("Ignoring corrupt %s: %s; recovering the whole log", LEADER_EPOCH_CHECKPOINT, e)
             if not read_only:
                 (self.dir / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
@@ -207,17 +207,17 @@ class Log:
             raise KafkaLogError(f"{path} is not a directory")
         # no symlink followed by what recovery writes, no FIFO opened by a reader
         check_partition_dir(path, writer=not read_only)
-        log_ = cls(path, config or LogConfig(), read_only=read_only, clock=clock,
+        log = cls(path, config or LogConfig(), read_only=read_only, clock=clock,
                    had_clean_shutdown=had_clean_shutdown)
         try:
             if not read_only:
-                log_._acquire_writer_lock()
-            log_._initialize_topic_id(topic_id)
-            log_._load()
+                log._acquire_writer_lock()
+            log._initialize_topic_id(topic_id)
+            log._load()
         except BaseException:
-            log_._release()
+            log._release()
             raise
-        return log_
+        return log
 
     def _acquire_writer_lock(self) -> None:
         # flock on the directory itself: no extra file for a broker to trip over, released by
@@ -237,7 +237,7 @@ class Log:
                 try:
                     seg.close()
                 except (OSError, KafkaLogError, ValueError) as e:
-                    log.warning("Closing %s: %s", seg.log_path, e)
+                    logger.warning("Closing %s: %s", seg.log_path, e)
         finally:
             if self._dir_fd >= 0:
                 os.close(self._dir_fd)       # releases the writer lock whatever happened
@@ -258,7 +258,7 @@ class Log:
         except CorruptCheckpointError as e:
             if not self.read_only:
                 raise
-            log.warning("Reading %s without its topic id: %s", self.dir, e)
+            logger.warning("Reading %s without its topic id: %s", self.dir, e)
             on_disk = None
         if on_disk is not None:
             if topic_id is not None and topic_id != on_disk:
@@ -304,7 +304,7 @@ class Log:
             for p in self.dir.iterdir():
                 if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and \
                         offset_from_filename(p.name) not in live:
-                    log.info("Deleting orphaned index file %s", p)
+                    logger.info("Deleting orphaned index file %s", p)
                     p.unlink()
         if self.read_only:
             logs = []
@@ -314,14 +314,14 @@ class Log:
             if not p.with_suffix(INDEX_SUFFIX).exists() and not self.read_only:
                 # Kafka's sanity check: a missing offset index means recovering the segment;
                 # recovering it with the rest keeps the consequences of what it truncates
-                log.info("The index of %s is missing: recovering from it", p)
+                logger.info("The index of %s is missing: recovering from it", p)
                 recovery_point = min(recovery_point, base)
             if not self.read_only and any(
                     index_file_oversized(p.with_suffix(suffix), self.config.segment_index_bytes, kind.ENTRY_SIZE)
                     for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex))):
                 # longer than segment.index.bytes allows: the open empties it (AbstractIndex), the
                 # recovery from this segment rebuilds it
-                log.info("An index of %s is oversized: recovering from it", p)
+                logger.info("An index of %s is oversized: recovering from it", p)
                 recovery_point = min(recovery_point, base)
             time_index_missing = not p.with_suffix(TIME_INDEX_SUFFIX).exists()
             seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
@@ -350,7 +350,7 @@ class Log:
         if self._log_end_offset < start_checkpoint and self.read_only:
             # a writer's load deletes every segment here (below): a reader sees what it would,
             # an empty log at the checkpointed start
-            log.warning("The log start offset %d of %s is past its log end offset %d: reading "
+            logger.warning("The log start offset %d of %s is past its log end offset %d: reading "
                         "it as empty, as a writer's load leaves it", start_checkpoint, self.dir,
                         self._log_end_offset)
             for seg in self._segments:
@@ -502,7 +502,7 @@ class Log:
             try:
                 entries = read_snapshot(psm.fetch_snapshot(snap))
             except (KafkaLogError, OSError) as e:
-                log.warning("Ignoring unreadable producer snapshot at %d in %s: %s", snap, self.dir, e)
+                logger.warning("Ignoring unreadable producer snapshot at %d in %s: %s", snap, self.dir, e)
                 continue
             now = self.clock()
             for e in entries:
@@ -522,7 +522,7 @@ class Log:
         try:
             return self._checkpoint(name).read().get(key, 0)
         except (OSError, KafkaLogError) as e:
-            log.warning("Ignoring unreadable %s in %s: %s", name, self.dir.parent, e)
+            logger.warning("Ignoring unreadable %s in %s: %s", name, self.dir.parent, e)
             return 0
 
     def _remove_temp_files(self) -> None:
@@ -592,13 +592,13 @@ class Log:
             try:
                 truncated = self._recover_segment(seg, log_start_offset, nxt)
             except OffsetOverflowError as e:
-                log.warning("%s; splitting the segment", e)
+                logger.warning("%s; splitting the segment", e)
                 self._segments[i:i + 1] = self._split_overflowed_segment(seg)
                 self._bases = [s.base_offset for s in self._segments]
                 continue                    # recover the pieces, starting with the first
             if truncated > 0:
                 for later in self._segments[i + 1:]:
-                    log.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
+                    logger.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
                     later.delete()
                 del self._segments[i + 1:]
                 break
@@ -652,7 +652,7 @@ class Log:
             swap.rename(swap.with_name(swap.name[:-len(SWAP_SUFFIX)]))
         os.fsync(self._dir_fd)
         self._dir_dirty = True
-        log.info("Split %s into %d segments at %s", seg.log_path, len(groups),
+        logger.info("Split %s into %d segments at %s", seg.log_path, len(groups),
                  ", ".join(str(g[0]) for g in groups))
         return [LogSegment.open(self.dir, base, self.config, preallocate=False)
                 for base, _, _ in groups]
@@ -1092,7 +1092,7 @@ class Log:
             for p in (self.dir / f"{new_base:020d}{s}" for s in
                       (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 if p.exists():
-                    log.warning("Deleting %s before rolling to it", p)
+                    logger.warning("Deleting %s before rolling to it", p)
                     p.unlink()
             active.on_become_inactive_segment()
             seg = LogSegment.open(self.dir, new_base, self.config)
@@ -1276,7 +1276,7 @@ class Log:
         read from its control rows; for producers whose transaction runs past the run, the
         batches after it are walked (headers, and the one record of a control batch) until
         each one's marker is found. Writes nothing."""
-        from .format.log_input_stream import batch_records
+        from ..format.log_input_stream import batch_records
 
         pids = table.column("producerId").to_numpy()
         txnal = table.column("isTransactional").to_numpy(zero_copy_only=False)
@@ -1577,10 +1577,10 @@ class Log:
             # a log always has a segment: deleting them all rolls a new one first, at the LEO
             new = self.roll()
             if deletable[-1].base_offset == new.base_offset:
-                log.warning("Empty active segment at %d of %s was kept (%s)", new.base_offset,
+                logger.warning("Empty active segment at %d of %s was kept (%s)", new.base_offset,
                             self.dir.name, reason)
                 doomed = deletable[:-1]
-        log.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), self.dir.name, reason,
+        logger.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), self.dir.name, reason,
                  ", ".join(str(s.base_offset) for s in doomed))
         self._remove_and_delete_segments(doomed, reason)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
@@ -1634,7 +1634,7 @@ class Log:
             self._pending_deletes = [(t, w) for t, w in self._pending_deletes if t > now]
         for what in due:
             if isinstance(what, LogSegment):
-                log.info("Deleting segment files of %s", what.log_path)
+                logger.info("Deleting segment files of %s", what.log_path)
                 what.delete()
             else:
                 what.unlink(missing_ok=True)

@@ -32,7 +32,7 @@ from os import PathLike
 from pathlib import Path, PurePath
 from typing import Generic, NamedTuple, TypeVar
 
-from .errors import InconsistentTopicIdError, InvalidTopicError, KafkaLogError
+from ..errors import InconsistentTopicIdError, InvalidTopicError, KafkaLogError
 
 logger = logging.getLogger(__name__)
 

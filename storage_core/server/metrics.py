@@ -1,31 +1,12 @@
-"""Metrics as a plain Python API: counters a ``Log`` keeps about itself (Kafka's ``LogFlushStats``,
-the ``Size`` / ``NumLogSegments`` gauges and the retention activity), read by the LogManager and
-the CLI. No registry, no reporter: values are dataclasses a caller can print, compare or export.
+"""Metrics as a plain Python API: the LogManager's snapshot of its logs' counters (``LogMetrics``,
+kept by each ``Log``), its data directories, tasks and cleaner, read by the CLI. No registry, no reporter: values are dataclasses a caller can print, compare or export.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-
-@dataclass
-class LogMetrics:
-    """Counters of one partition since it was opened. Times are nanoseconds of wall-clock time
-    spent inside the call (``time.perf_counter_ns``)."""
-
-    appends: int = 0                    # append calls that wrote batches
-    appended_records: int = 0
-    appended_bytes: int = 0
-    append_time_ns: int = 0
-    flushes: int = 0                    # fsyncs of the log (policy, roll, explicit, close)
-    flush_time_ns: int = 0
-    segments_deleted: int = 0           # by retention, delete-records or truncation of the start
-    bytes_deleted: int = 0
-    retention_runs: int = 0             # delete_old_segments calls
-    segments_replaced: int = 0          # old segments swapped out by the cleaner (or a split)
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+from ..log import LogMetrics
 
 
 # --- LogManager aggregation (per partition, per data directory) -------------------------------
@@ -203,7 +184,7 @@ class ManagerMetrics:
             cleaner_all["manual_records_removed"] = sum(r.records_removed for r in history)
         parts_by_dir: dict[str, list[PartitionMetrics]] = {str(d): [] for d in mgr.log_dirs}
         partitions = []
-        for log in sorted(mgr.all_logs(), key=lambda lg: (lg.topic, lg.partition, str(lg.dir))):
+        for log in sorted(mgr.all_logs(), key=lambda log: (log.topic, log.partition, str(log.dir))):
             uptime = now - mgr._opened_at.get(id(log), now)
             pm = PartitionMetrics.of(log, uptime, per_tp.get(f"{log.topic}-{log.partition}"))
             partitions.append(pm)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 
@@ -95,7 +95,7 @@ class KafkaScheduler:
             self._tasks[name] = task
             heapq.heappush(self._heap, (task.next_run_ms, task._seq, task))
             self._cond.notify_all()
-        log.debug("Scheduling task %s with initial delay %d ms and period %d ms", name, delay_ms, period_ms)
+        logger.debug("Scheduling task %s with initial delay %d ms and period %d ms", name, delay_ms, period_ms)
         return task
 
     def schedule_once(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0) -> ScheduledTask:
@@ -140,12 +140,12 @@ class KafkaScheduler:
     def _execute(self, task: ScheduledTask, now_ms: int) -> None:
         started = time.perf_counter()
         try:
-            log.debug("Beginning execution of scheduled task '%s'", task.name)
+            logger.debug("Beginning execution of scheduled task '%s'", task.name)
             task.fn()
         except Exception as e:      # a task's failure is its own; the scheduler goes on
             task.failures += 1
             task.last_error = e
-            log.error("Uncaught exception in scheduled task '%s'", task.name, exc_info=True)
+            logger.error("Uncaught exception in scheduled task '%s'", task.name, exc_info=True)
         finally:
             task.runs += 1
             task.last_run_ms = now_ms
@@ -182,7 +182,7 @@ class KafkaScheduler:
             self._stopping = False
             self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
             self._thread.start()
-        log.debug("Initialized task scheduler %s", self.thread_name)
+        logger.debug("Initialized task scheduler %s", self.thread_name)
 
     @property
     def is_started(self) -> bool:
@@ -211,7 +211,7 @@ class KafkaScheduler:
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
-        log.debug("Shut down task scheduler %s", self.thread_name)
+        logger.debug("Shut down task scheduler %s", self.thread_name)
 
     def __enter__(self) -> "KafkaScheduler":
         return self

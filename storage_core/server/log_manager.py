@@ -50,22 +50,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .checkpoints import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
+from ..checkpoint import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, STRAY_DIR_SUFFIX, CleanShutdownFile,
                           OffsetCheckpointFile, TopicPartition, log_delete_dir_name,
                           parse_topic_partition_dir, topic_partition_dir_name,
                           without_invalid_topics)
-from .config import LONG_MAX, CleanerConfig, LogConfig
+from ..config import LONG_MAX, CleanerConfig, LogConfig
 from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository, data_dir_lock
-from .errors import KafkaLogError, LogLockedError
-from .log import Log
+from ..errors import KafkaLogError, LogLockedError
+from ..log import Log
 from .scheduler import KafkaScheduler
 
 if TYPE_CHECKING:
-    from .cleaner_manager import LogCleaner
+    from ..cleaner import LogCleaner
     from .metrics import ManagerMetrics
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 
@@ -303,13 +303,13 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
-        log.info("Shutting down.")
+        logger.info("Shutting down.")
         try:
             if self._cleaner is not None:
                 try:
                     self._cleaner.shutdown()
                 except Exception:      # CoreUtils.swallow
-                    log.warning("Error shutting down the log cleaner", exc_info=True)
+                    logger.warning("Error shutting down the log cleaner", exc_info=True)
             self.scheduler.shutdown()
             with self._lock:
                 by_dir = self._logs_by_dir()
@@ -320,20 +320,20 @@ class LogManager:
                     self._write_recovery_checkpoint(d.path, logs)
                     self._write_log_start_checkpoint(d.path, logs)
                 except OSError:
-                    log.error("Disk error while writing checkpoints of %s", d.path, exc_info=True)
+                    logger.error("Disk error while writing checkpoints of %s", d.path, exc_info=True)
                     failed = True
                 if not failed and (d.had_clean_shutdown or d.loaded_all):
-                    log.debug("Writing clean shutdown marker at %s", d.path)
+                    logger.debug("Writing clean shutdown marker at %s", d.path)
                     try:
                         CleanShutdownFile(d.path).write()
                     except OSError:
-                        log.warning("Could not write the clean shutdown marker in %s", d.path, exc_info=True)
+                        logger.warning("Could not write the clean shutdown marker in %s", d.path, exc_info=True)
             with self._lock:
                 self._logs.clear()
                 self._future_logs.clear()
         finally:
             self._release_dir_locks()
-        log.info("Shutdown complete.")
+        logger.info("Shutdown complete.")
 
     close = shutdown
 
@@ -341,19 +341,19 @@ class LogManager:
         """Flush and close ``logs`` on a pool; True if any failed."""
         failed = False
 
-        def close_one(lg: Log) -> None:
-            lg.flush()             # the latest possible recovery point
-            lg.close()
+        def close_one(log: Log) -> None:
+            log.flush()             # the latest possible recovery point
+            log.close()
 
         with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
                                 thread_name_prefix=f"log-closing-{d.path.name}") as pool:
-            futures = {pool.submit(close_one, lg): lg for lg in logs}
-            for fut, lg in futures.items():
+            futures = {pool.submit(close_one, log): log for log in logs}
+            for fut, log in futures.items():
                 try:
                     fut.result()
                 except Exception:
                     failed = True
-                    log.warning("There was an error closing %s during LogManager shutdown", lg.dir,
+                    logger.warning("There was an error closing %s during LogManager shutdown", log.dir,
                                 exc_info=True)
         return failed
 
@@ -377,12 +377,12 @@ class LogManager:
             candidates = self._partition_dirs(d)
             total += len(candidates)
             if not candidates:
-                log.info("No logs found to be loaded in %s", d.path)
+                logger.info("No logs found to be loaded in %s", d.path)
             elif d.had_clean_shutdown:
-                log.info("Skipping recovery of %d logs from %s since clean shutdown file was found",
+                logger.info("Skipping recovery of %d logs from %s since clean shutdown file was found",
                          len(candidates), d.path)
             else:
-                log.info("Recovering %d logs from %s since no clean shutdown file was found",
+                logger.info("Recovering %d logs from %s since no clean shutdown file was found",
                          len(candidates), d.path)
                 unclean.append(str(d.path))
             with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
@@ -397,9 +397,9 @@ class LogManager:
                         # stays unloaded (and the dir gets no clean marker), the others go on
                         errors += 1
                         d.load_errors[p.name] = str(e)
-                        log.error("Error while loading log %s: %s", p, e)
+                        logger.error("Error while loading log %s: %s", p, e)
                 d.loaded_all = errors == 0
-        log.info("Loaded %d logs in %d ms%s", total, (time.perf_counter() - started) * 1000,
+        logger.info("Loaded %d logs in %d ms%s", total, (time.perf_counter() - started) * 1000,
                  f" (unclean log dirs = {unclean})" if unclean else "")
 
     def _partition_dirs(self, d: _DataDir) -> list[Path]:
@@ -410,17 +410,17 @@ class LogManager:
             try:
                 parse_topic_partition_dir(entry.name)
             except KafkaLogError:
-                log.warning("Ignoring %s: not a topic-partition directory", entry)
+                logger.warning("Ignoring %s: not a topic-partition directory", entry)
                 continue
             if entry.name.endswith(STRAY_DIR_SUFFIX):
                 # KRaft keeps stray logs until its metadata says they can go; kafkalog has no
                 # metadata, so they stay untouched for an operator to look at
-                log.warning("Found stray log: %s (left untouched)", entry)
+                logger.warning("Found stray log: %s (left untouched)", entry)
                 d.stray_dirs.append(entry)
                 continue
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 # LogManager.addLogToBeDeleted: deleted file.delete.delay.ms from now
-                log.info("Scheduling deletion of %s, marked for deletion", entry)
+                logger.info("Scheduling deletion of %s, marked for deletion", entry)
                 self._logs_to_be_deleted.append((entry, self.clock()))
                 continue
             out.append(entry)
@@ -436,25 +436,25 @@ class LogManager:
             # process appending with the manager down) would be trusted blindly by a clean load
             newest = _newest_mtime_ns(path)
             if newest > d.clean_marker_mtime_ns:
-                log.warning("%s was modified after the clean shutdown marker was written: recovering it", path)
+                logger.warning("%s was modified after the clean shutdown marker was written: recovering it", path)
                 clean = False
         started = time.perf_counter()
-        lg = _open_log(path, config, clock=self.clock, had_clean_shutdown=clean, create=False)
+        log = _open_log(path, config, clock=self.clock, had_clean_shutdown=clean, create=False)
         future = path.name.endswith(FUTURE_DIR_SUFFIX)
         with self._lock:
             pool = self._future_logs if future else self._logs
             previous = pool.get(tp)
             if previous is not None:
-                lg.close()
+                log.close()
                 raise KafkaLogError(
                     f"Duplicate log directories for {tp} are found in both {path} and {previous.dir}. "
                     f"Recover from this failure by deleting one of the two directories.")
-            pool[tp] = lg
-            self._opened_at[id(lg)] = time.monotonic()
-        log.info("Completed load of %s with %d segments, log-start-offset %d and log-end-offset %d in %d ms",
-                 lg.dir.name, len(lg.segments), lg.log_start_offset, lg.log_end_offset,
+            pool[tp] = log
+            self._opened_at[id(log)] = time.monotonic()
+        logger.info("Completed load of %s with %d segments, log-start-offset %d and log-end-offset %d in %d ms",
+                 log.dir.name, len(log.segments), log.log_start_offset, log.log_end_offset,
                  (time.perf_counter() - started) * 1000)
-        return lg
+        return log
 
     # ------------------------------------------------------------------------ logs
 
@@ -481,21 +481,21 @@ class LogManager:
             name = topic_partition_dir_name(tp.topic, tp.partition)
             data_dir = self._next_log_dir()
             config = config or self.config_repository.topic_config(tp.topic)
-            lg = _open_log(data_dir / name, config, clock=self.clock, had_clean_shutdown=False, create=True,
+            log = _open_log(data_dir / name, config, clock=self.clock, had_clean_shutdown=False, create=True,
                            topic_id=topic_id)
-            self._logs[tp] = lg
-            self._opened_at[id(lg)] = time.monotonic()
-            log.info("Created log for partition %s in %s with properties %s", tp, data_dir,
+            self._logs[tp] = log
+            self._opened_at[id(log)] = time.monotonic()
+            logger.info("Created log for partition %s in %s with properties %s", tp, data_dir,
                      config.to_properties(only_changed=True))
-            return lg
+            return log
 
     def _next_log_dir(self) -> Path:
         """``LogManager.nextLogDirs``: the dir with the fewest logs (first on a tie)."""
         if len(self.log_dirs) == 1:
             return self.log_dirs[0]
         counts = {d: 0 for d in self.log_dirs}
-        for lg in self._logs.values():
-            counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
+        for log in self._logs.values():
+            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
     def all_logs(self) -> list[Log]:
@@ -512,8 +512,8 @@ class LogManager:
     def _logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
         out: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
         for pool in (self._logs, self._future_logs):
-            for tp, lg in pool.items():
-                out.setdefault(lg.dir.parent, {})[tp] = lg
+            for tp, log in pool.items():
+                out.setdefault(log.dir.parent, {})[tp] = log
         return out
 
     def delete_log(self, tp: TopicPartition | tuple[str, int]) -> Path | None:
@@ -540,7 +540,7 @@ class LogManager:
         self._write_recovery_checkpoint(removed.dir.parent, logs)
         self._write_log_start_checkpoint(removed.dir.parent, logs)
         self._logs_to_be_deleted.append((renamed, self.clock()))
-        log.info("Log for partition %s is renamed to %s and is scheduled for deletion", tp, renamed)
+        logger.info("Log for partition %s is renamed to %s and is scheduled for deletion", tp, renamed)
         return renamed
 
     def delete_logs(self, now_ms: int | None = None) -> list[Path]:
@@ -554,11 +554,11 @@ class LogManager:
         for path in due:
             try:
                 shutil.rmtree(path)
-                log.info("Deleted log %s", path)
+                logger.info("Deleted log %s", path)
             except FileNotFoundError:
                 pass
             except OSError:
-                log.error("Exception while deleting %s", path, exc_info=True)
+                logger.error("Exception while deleting %s", path, exc_info=True)
         return due
 
     @property
@@ -582,17 +582,17 @@ class LogManager:
         """``LogManager.truncateTo``: truncate logs (cleaning of each paused around it), then
         checkpoint the recovery points."""
         for key, offset in offsets.items():
-            lg = self.get_log(key)
-            if lg is None:
+            log = self.get_log(key)
+            if log is None:
                 continue
             tp = TopicPartition(*key)
-            pause = self._cleaner is not None and offset < lg.active_segment.base_offset
+            pause = self._cleaner is not None and offset < log.active_segment.base_offset
             if pause:
                 self._cleaner.abort_and_pause_cleaning(tp)
             try:
-                lg.truncate_to(offset)
+                log.truncate_to(offset)
                 if pause:
-                    self._cleaner.maybe_truncate_checkpoint(lg.dir.parent, tp, lg.active_segment.base_offset)
+                    self._cleaner.maybe_truncate_checkpoint(log.dir.parent, tp, log.active_segment.base_offset)
             finally:
                 if pause:
                     self._cleaner.resume_cleaning([tp])
@@ -608,14 +608,14 @@ class LogManager:
         """Change the topic's overrides (validated, persisted in every data dir) and apply the
         new configuration to its live logs (``LogManager.updateTopicConfig``)."""
         config = self.config_repository.alter_topic_config(topic, set_props, delete)
-        for lg in self.all_logs():
-            if lg.topic == topic:
-                self._apply_config(lg, config)
+        for log in self.all_logs():
+            if log.topic == topic:
+                self._apply_config(log, config)
         return config
 
     @staticmethod
-    def _apply_config(lg: Log, config: LogConfig) -> None:
-        lg.update_config(config)
+    def _apply_config(log: Log, config: LogConfig) -> None:
+        log.update_config(config)
 
     # ------------------------------------------------------------------------ checkpoints
 
@@ -640,13 +640,13 @@ class LogManager:
 
     def _write_recovery_checkpoint(self, data_dir: Path, logs: Mapping[TopicPartition, Log]) -> None:
         self._write_offsets(data_dir, RECOVERY_POINT_CHECKPOINT,
-                            {tp: lg.recovery_point for tp, lg in logs.items()})
+                            {tp: log.recovery_point for tp, log in logs.items()})
 
     def _write_log_start_checkpoint(self, data_dir: Path, logs: Mapping[TopicPartition, Log]) -> None:
         # only logs whose start moved past their first segment (checkpointLogStartOffsetsInDir)
         self._write_offsets(data_dir, LOG_START_OFFSET_CHECKPOINT,
-                            {tp: lg.log_start_offset for tp, lg in logs.items()
-                             if lg.segments and lg.log_start_offset > lg.segments[0].base_offset})
+                            {tp: log.log_start_offset for tp, log in logs.items()
+                             if log.segments and log.log_start_offset > log.segments[0].base_offset})
 
     def checkpoint_log_recovery_offsets(self) -> None:
         """``checkpointLogRecoveryOffsets``: every dir's recovery points, then each log drops the
@@ -657,13 +657,13 @@ class LogManager:
             try:
                 self._write_recovery_checkpoint(data_dir, logs)
             except OSError:
-                log.error("Disk error while writing to recovery point file in %s", data_dir, exc_info=True)
+                logger.error("Disk error while writing to recovery point file in %s", data_dir, exc_info=True)
                 continue
-            for lg in logs.values():
+            for log in logs.values():
                 try:
-                    lg.delete_snapshots_after_recovery_point_checkpoint()
+                    log.delete_snapshots_after_recovery_point_checkpoint()
                 except (OSError, KafkaLogError):
-                    log.warning("Could not prune producer snapshots of %s", lg.dir, exc_info=True)
+                    logger.warning("Could not prune producer snapshots of %s", log.dir, exc_info=True)
 
     def checkpoint_log_start_offsets(self) -> None:
         with self._lock:
@@ -672,7 +672,7 @@ class LogManager:
             try:
                 self._write_log_start_checkpoint(data_dir, logs)
             except OSError:
-                log.error("Disk error while writing to logStartOffset file in %s", data_dir, exc_info=True)
+                logger.error("Disk error while writing to logStartOffset file in %s", data_dir, exc_info=True)
 
     # ------------------------------------------------------------------------ periodic work
 
@@ -740,18 +740,18 @@ class LogManager:
                 claimed = list(cleaner.cleaner_manager.deletable_logs())
             owned = set(paused) | set(claimed)
             with self._lock:
-                candidates = [(tp, lg) for tp, lg in self._logs.items() if tp in owned]
+                candidates = [(tp, log) for tp, log in self._logs.items() if tp in owned]
                 candidates += list(self._future_logs.items())
         else:
             with self._lock:
-                candidates = [(tp, lg) for pool in (self._logs, self._future_logs) for tp, lg in pool.items()
-                              if include_compacted or not lg.config.compact]
+                candidates = [(tp, log) for pool in (self._logs, self._future_logs) for tp, log in pool.items()
+                              if include_compacted or not log.config.compact]
         try:
-            for tp, lg in candidates:
+            for tp, log in candidates:
                 if (wanted is not None and tp.topic not in wanted) or \
                         (wanted_tps is not None and tp not in wanted_tps):
                     continue
-                result = self._delete_old_segments(tp, lg, now)
+                result = self._delete_old_segments(tp, log, now)
                 if result.segments_deleted or result.error:
                     results.append(result)
         finally:
@@ -762,20 +762,20 @@ class LogManager:
         total = sum(r.segments_deleted for r in results)
         self._retention_totals[0] += total
         self._retention_totals[1] += sum(r.bytes_deleted for r in results)
-        log.debug("Log cleanup completed. %d files deleted in %.3f seconds", total, time.perf_counter() - started)
+        logger.debug("Log cleanup completed. %d files deleted in %.3f seconds", total, time.perf_counter() - started)
         return results
 
-    def _delete_old_segments(self, tp: TopicPartition, lg: Log, now: int) -> RetentionResult:
-        before_start = lg.log_start_offset
-        sizes_before = {s.base_offset: s.size for s in lg.segments}
+    def _delete_old_segments(self, tp: TopicPartition, log: Log, now: int) -> RetentionResult:
+        before_start = log.log_start_offset
+        sizes_before = {s.base_offset: s.size for s in log.segments}
         try:
-            deleted = lg.delete_old_segments(now)
+            deleted = log.delete_old_segments(now)
         except (OSError, KafkaLogError) as e:
-            log.error("Retention of %s failed: %s", lg.dir, e)
-            return RetentionResult(tp, 0, 0, before_start, lg.log_start_offset, error=str(e))
-        remaining = {s.base_offset for s in lg.segments}
+            logger.error("Retention of %s failed: %s", log.dir, e)
+            return RetentionResult(tp, 0, 0, before_start, log.log_start_offset, error=str(e))
+        remaining = {s.base_offset for s in log.segments}
         gone = sum(size for base, size in sizes_before.items() if base not in remaining)
-        return RetentionResult(tp, deleted, gone, before_start, lg.log_start_offset)
+        return RetentionResult(tp, deleted, gone, before_start, log.log_start_offset)
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> list[TopicPartition]:
         """``LogManager.flushDirtyLogs``: flush every log whose last flush is ``flush.ms`` or
@@ -783,28 +783,28 @@ class LogManager:
         now = self._now(now_ms)
         flushed = []
         with self._lock:
-            logs = [(tp, lg) for pool in (self._logs, self._future_logs) for tp, lg in pool.items()]
-        for tp, lg in logs:
-            if lg.config.flush_ms >= LONG_MAX:
+            logs = [(tp, log) for pool in (self._logs, self._future_logs) for tp, log in pool.items()]
+        for tp, log in logs:
+            if log.config.flush_ms >= LONG_MAX:
                 continue
             try:
-                if now - lg.last_flush_ms >= lg.config.flush_ms:
-                    log.debug("Flushing %s (flush.ms %d)", lg.dir.name, lg.config.flush_ms)
-                    lg.flush()
+                if now - log.last_flush_ms >= log.config.flush_ms:
+                    logger.debug("Flushing %s (flush.ms %d)", log.dir.name, log.config.flush_ms)
+                    log.flush()
                     flushed.append(tp)
             except (OSError, KafkaLogError):
-                log.error("Error flushing topic %s", tp, exc_info=True)
+                logger.error("Error flushing topic %s", tp, exc_info=True)
         return flushed
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Remove every log's ``.deleted`` files older than its ``file.delete.delay.ms``."""
         now = self._now(now_ms)
         removed = 0
-        for lg in self.all_logs():
+        for log in self.all_logs():
             try:
-                removed += lg.delete_expired_files(now)
+                removed += log.delete_expired_files(now)
             except (OSError, KafkaLogError):
-                log.error("Error deleting expired files of %s", lg.dir, exc_info=True)
+                logger.error("Error deleting expired files of %s", log.dir, exc_info=True)
         return removed
 
     def _delete_logs_and_files(self) -> None:
@@ -816,11 +816,11 @@ class LogManager:
         """``UnifiedLog``'s ``PeriodicProducerExpirationCheck``: producers idle for longer than
         ``producer.id.expiration.ms`` are forgotten (under the log's lock)."""
         now = self._now(now_ms)
-        for lg in self.all_logs():
+        for log in self.all_logs():
             try:
-                lg.remove_expired_producers(now)
+                log.remove_expired_producers(now)
             except (OSError, KafkaLogError):
-                log.error("Error expiring producers of %s", lg.dir, exc_info=True)
+                logger.error("Error expiring producers of %s", log.dir, exc_info=True)
 
     # ------------------------------------------------------------------------ cleaner
 
@@ -830,7 +830,7 @@ class LogManager:
         modules import numba kernels a manager that never compacts does not need), or ``None``
         when ``log.cleaner.enable`` is false."""
         if self._cleaner is None and self.cleaner_config.enable_cleaner:
-            from .cleaner_manager import LogCleaner
+            from ..cleaner import LogCleaner
 
             with self._lock:
                 if self._cleaner is None:
@@ -858,15 +858,15 @@ class LogManager:
         wanted = None if topics is None else set(topics)
         paused: list[TopicPartition] = []
         if wanted is not None:
-            for tp, lg in self.logs.items():
-                if lg.config.compact and tp.topic not in wanted:
+            for tp, log in self.logs.items():
+                if log.config.compact and tp.topic not in wanted:
                     cleaner.abort_and_pause_cleaning(tp)
                     paused.append(tp)
         rounds: list[CompactionRound] = []
         try:
             for _ in range(max_rounds):
-                logs = {tp: lg for tp, lg in self.logs.items() if lg.config.compact}
-                sizes = {tp: lg.size for tp, lg in logs.items()}
+                logs = {tp: log for tp, log in self.logs.items() if log.config.compact}
+                sizes = {tp: log.size for tp, log in logs.items()}
                 checkpoints = cm.all_cleaner_checkpoints()
                 uncleanable = self._uncleanable(cm)
                 started = time.perf_counter()

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class Throttler:
@@ -51,7 +51,7 @@ class Throttler:
                     # the time to sleep for the whole period to come out at the desired rate
                     sleep_ms = round(self._observed_so_far / (desired / 1000) - elapsed_ns // 1_000_000)
                     if sleep_ms > 0:
-                        log.debug("Natural rate is %f per second but desired rate is %f, sleeping for "
+                        logger.debug("Natural rate is %f per second but desired rate is %f, sleeping for "
                                   "%d ms to compensate.", rate, desired, sleep_ms)
                         self.total_slept_ms += sleep_ms
                         self._sleep(sleep_ms / 1000)

@@ -27,9 +27,9 @@ from typing import Iterable
 
 import crc32c
 
-from .checkpoints import atomic_write
-from .errors import CorruptSnapshotError
-from .format.record_batch import decrement_sequence
+from ..checkpoint import atomic_write
+from ..errors import CorruptSnapshotError
+from ..format.record_batch import decrement_sequence
 
 PRODUCER_SNAPSHOT_VERSION = 1          # ProducerStateManager.PRODUCER_SNAPSHOT_VERSION
 SNAPSHOT_SUFFIX = ".snapshot"          # LogFileUtils.PRODUCER_SNAPSHOT_FILE_SUFFIX

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import CorruptRecordError, InvalidTimestampError
-from .format.columnar import first_bad_offset_deltas, record_fields
-from .format.compression import CompressionType, decompress
-from .format.log_input_stream import MIN_RECORD_SIZE, BatchArrays, max_records_per_batch, too_many_records
-from .format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
+from ..errors import CorruptRecordError, InvalidTimestampError
+from ..format.columnar import first_bad_offset_deltas, record_fields
+from ..format.compression import CompressionType, decompress
+from ..format.log_input_stream import MIN_RECORD_SIZE, BatchArrays, max_records_per_batch, too_many_records
+from ..format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
 
 _MAX_CODEC = max(CompressionType)
 _LONG_MAX = 2**63 - 1

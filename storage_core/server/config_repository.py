@@ -25,11 +25,11 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .checkpoints import atomic_write, validate_topic_name
-from .config import LogConfig
-from .errors import InvalidConfigError, KafkaLogError
+from ..checkpoint import atomic_write, validate_topic_name
+from ..config import LogConfig
+from ..errors import InvalidConfigError, KafkaLogError
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 TOPIC_CONFIG_FILE = "kafkalog-topic-configs.json"
 TOPIC_CONFIG_VERSION = 1
@@ -148,7 +148,7 @@ class ConfigRepository:
             data = format_topic_configs(topics).encode("utf-8")
             for path in self._paths():
                 atomic_write(path, data)
-        log.info("Updated configuration of topic %s: %s", topic, props or "defaults")
+        logger.info("Updated configuration of topic %s: %s", topic, props or "defaults")
         return config
 
     def delete_topic(self, topic: str) -> None:

@@ -1,0 +1,41 @@
+"""Producer state: ProducerStateManager and its snapshot files (Kafka's ProducerStateManager)."""
+
+from .producer_snapshot import (ENTRY_SIZE, HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION,
+                                ProducerSnapshotEntry, decode_snapshot, encode_snapshot,
+                                list_snapshots, read_snapshot, snapshot_path, write_snapshot)
+from .producer_state import (AppendOrigin, BatchMetadata, CompletedTxn, InvalidProducerEpochError,
+                             InvalidTxnStateError, LATE_TRANSACTION_BUFFER_MS, LogOffsetMetadata,
+                             NUM_BATCHES_TO_RETAIN, OutOfOrderSequenceError, PendingAppend,
+                             ProducerAppendInfo, ProducerStateEntry, ProducerStateError,
+                             ProducerStateManager, TransactionCoordinatorFencedError, TxnMetadata,
+                             read_txn_marker)
+
+__all__ = [
+    "AppendOrigin",
+    "BatchMetadata",
+    "CompletedTxn",
+    "ENTRY_SIZE",
+    "HEADER_SIZE",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "LATE_TRANSACTION_BUFFER_MS",
+    "LogOffsetMetadata",
+    "NUM_BATCHES_TO_RETAIN",
+    "OutOfOrderSequenceError",
+    "PRODUCER_SNAPSHOT_VERSION",
+    "PendingAppend",
+    "ProducerAppendInfo",
+    "ProducerSnapshotEntry",
+    "ProducerStateEntry",
+    "ProducerStateError",
+    "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
+    "TxnMetadata",
+    "decode_snapshot",
+    "encode_snapshot",
+    "list_snapshots",
+    "read_snapshot",
+    "read_txn_marker",
+    "snapshot_path",
+    "write_snapshot",
+]

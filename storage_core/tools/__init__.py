@@ -1,0 +1,1 @@
+"""The `kafkalog` command line: one module per command group, one output layer."""
