@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError, RecordTooLargeError, UnknownMagicError
 from . import _kernels, legacy
+from .batch_header import HeaderColumn
 from .record_batch import (ATTRIBUTES_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
                            RECORD_BATCH_OVERHEAD, BatchHeader, Record, crc32c, decode_record,
                            ensure_valid)
@@ -167,9 +168,7 @@ def iter_batches(buf, start: int = 0, end: int | None = None, **kwargs) -> Itera
     return iter(LogInputStream(buf, start, end, **kwargs))
 
 
-_COLUMNS = ("position", "size", "base_offset", "partition_leader_epoch", "magic", "crc",
-            "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
-            "producer_epoch", "base_sequence", "records_count")
+_COLUMNS = tuple(c.name.lower() for c in HeaderColumn)
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,15 @@ from typing import Sequence
 import crc32c as _crc32c
 
 from ..errors import CorruptRecordError, UnsupportedFormatError
+from .batch_header import (HEADER_SIZE_UP_TO_MAGIC, HEADER_STRUCT, LOG_OVERHEAD,  # noqa: F401
+                           RECORD_BATCH_OVERHEAD, BatchField)
 from .varint import (decode_varint, decode_varlong, encode_varint, encode_varlong)
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-RECORD_BATCH_OVERHEAD = 61
-LOG_OVERHEAD = 12                 # offset + length, the prefix every magic shares
-HEADER_SIZE_UP_TO_MAGIC = 17
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-MAX_TIMESTAMP_OFFSET = 35
-MAGIC_OFFSET = 16
+HEADER = HEADER_STRUCT
+CRC_OFFSET = BatchField.CRC.offset
+ATTRIBUTES_OFFSET = BatchField.ATTRIBUTES.offset
+MAX_TIMESTAMP_OFFSET = BatchField.MAX_TIMESTAMP.offset
+MAGIC_OFFSET = BatchField.MAGIC.offset
 CURRENT_MAGIC = 2
 
 COMPRESSION_CODEC_MASK = 0x07
