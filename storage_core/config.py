@@ -10,12 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
+from .common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN  # noqa: F401  (re-exported)
 from .errors import InvalidConfigError
 
-LONG_MAX = 2**63 - 1
-LONG_MIN = -(2**63)
-INT_MAX = 2**31 - 1
-INT_MIN = -(2**31)
 
 # the fields Kafka's LogConfig/TopicConfig define as ConfigDef.Type.INT (the other ints are LONG);
 # producer.id.expiration.ms is the broker's INT of the same name

@@ -31,19 +31,17 @@ import bisect
 import logging
 import os
 import struct
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import heapq
 
-import numba as nb
 import numpy as np
 
+from ..common import wall_ms
 from ..errors import (CorruptRecordError, LogCleaningAbortedError, LogCleaningError,
                      OffsetOverflowError)
-from ..format import _kernels, legacy
-from ..format._kernels import _copy
+from ..format import kernels, legacy
 from ..format.columnar import record_fields
 from ..format.compression import compress, decompress
 from ..format.control import ControlRecordType
@@ -63,7 +61,6 @@ from ..log import CLEANED_SUFFIX, INT_MAX, LogSegment, segment_paths
 
 logger = logging.getLogger(__name__)
 
-_njit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
 DEFAULT_IO_BUFFER_SIZE = 524288
 DEFAULT_MAX_IO_BUFFER_SIZE = 1048588
@@ -72,10 +69,6 @@ DEFAULT_MAX_IO_BUFFER_SIZE = 1048588
 DELETE = 0          # drop the batch without looking at its records
 RETAIN_EMPTY = 1    # keep the batch, as an empty header if no record stays
 DELETE_EMPTY = 2    # drop the batch if no record stays
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # ------------------------------------------------------------------------------ value types
@@ -95,7 +88,7 @@ class CleanerStats:
     start_ms: int = 0
     map_complete_ms: int = 0
     end_ms: int = 0
-    clock: Callable[[], int] = field(default=_wall_ms, repr=False, compare=False)
+    clock: Callable[[], int] = field(default=wall_ms, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.start_ms:
@@ -290,18 +283,6 @@ class CleanedTransactionMetadata:
 
 
 # ------------------------------------------------------------------------- compiled writer
-
-@_njit
-def _write_rebuilt_records(out, at, body_len, ts_delta, off_delta, src, tail_start, tail_len):
-    """Lay retained records out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): a new length,
-    attributes 0, a new timestamp delta, the offset delta, then the record's key, value and
-    headers copied as they were (``src[tail_start[i]:][:tail_len[i]]``)."""
-    for i in range(at.shape[0]):
-        p = _kernels.put_record_prefix(out, at[i], body_len[i], ts_delta[i], off_delta[i])
-        n = tail_len[i]
-        if n > 0:
-            _copy(out, p, src, tail_start[i], n)
-
 
 def _zz_size(values: np.ndarray, bits: int) -> np.ndarray:
     return varint_sizes(zigzag_array(values.astype(np.int64), bits)).astype(np.int64)
@@ -628,7 +609,7 @@ def _rebuild_batches(chunk, scan: BatchArrays, recs: _Records, keep: np.ndarray,
     if with_headers.size:
         hc = hcount[with_headers]
         spans = np.empty((4, int(hc.sum())), np.int64)
-        _kernels.parse_headers(arr, vstart[with_headers], vlen[with_headers], hc, spans)
+        kernels.parse_headers(arr, vstart[with_headers], vlen[with_headers], hc, spans)
         last_h = np.cumsum(hc) - 1
         end[with_headers] = spans[2, last_h] + np.maximum(spans[3, last_h], 0)
     tail_len = end - tail_start
@@ -651,7 +632,7 @@ def _rebuild_batches(chunk, scan: BatchArrays, recs: _Records, keep: np.ndarray,
     at = np.cumsum(rec_size) - rec_size + RECORD_BATCH_OVERHEAD * (local + 1)
     total = int(rec_size.sum()) + RECORD_BATCH_OVERHEAD * batches.shape[0]
     out = np.empty(total, np.uint8)
-    _write_rebuilt_records(out, at, body_len, ts_delta, off_delta, arr, tail_start, tail_len)
+    kernels.write_rebuilt_records(out, at, body_len, ts_delta, off_delta, arr, tail_start, tail_len)
     del arr
     starts = at[first_of] - RECORD_BATCH_OVERHEAD
     ends = np.r_[starts[1:], total]
@@ -752,7 +733,7 @@ class Cleaner:
 
     def __init__(self, offset_map_memory: int, *, io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
                  max_io_buffer_size: int = DEFAULT_MAX_IO_BUFFER_SIZE,
-                 dedupe_buffer_load_factor: float = 0.9, clock: Callable[[], int] = _wall_ms,
+                 dedupe_buffer_load_factor: float = 0.9, clock: Callable[[], int] = wall_ms,
                  check_done: Callable[[Log], None] | None = None, throttler=None) -> None:
         self.offset_map = SkimpyOffsetMap(offset_map_memory)
         # log.cleaner.io.max.bytes.per.second: Kafka's Cleaner reports every read and write

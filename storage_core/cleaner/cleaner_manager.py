@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from ..common import wall_ms
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition,
                           without_invalid_topics)
 from ..config import CleanerConfig
@@ -62,10 +63,6 @@ LONG_MAX = 2**63 - 1
 # magic 1, crc 4, attributes 2, lastOffsetDelta 4, baseTimestamp 8)
 _MAGIC_AT = 16
 _MAX_TIMESTAMP_AT = 35
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _cleaner():
@@ -268,7 +265,7 @@ class LogCleanerManager:
     selection, so logs added or removed by the log manager are seen at once."""
 
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], logs: LogsSource,
-                 clock: Clock = _wall_ms) -> None:
+                 clock: Clock = wall_ms) -> None:
         self._logs_source = logs
         self.clock = clock
         self._lock = threading.RLock()
@@ -847,7 +844,7 @@ class LogCleaner:
     error)`` is told of I/O errors while cleaning (Kafka's ``LogDirFailureChannel``)."""
 
     def __init__(self, config: CleanerConfig, log_dirs: Iterable[str | os.PathLike[str]], logs: LogsSource,
-                 clock: Clock = _wall_ms, *,
+                 clock: Clock = wall_ms, *,
                  log_dir_failure_handler: Callable[[str, str, BaseException], Any] | None = None) -> None:
         self.config = config
         self.clock = clock

@@ -442,3 +442,17 @@ def index_entries(position, size, last_offset, max_timestamp, base_position, sin
             since = 0
         since += size[i]
     return n_off, n_time, since, running_ts, running_off
+
+
+# ------------------------------------------------------------------------- the cleaner's writer
+
+@_njit
+def write_rebuilt_records(out, at, body_len, ts_delta, off_delta, src, tail_start, tail_len):
+    """Lay retained records out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): a new length,
+    attributes 0, a new timestamp delta, the offset delta, then the record's key, value and
+    headers copied as they were (``src[tail_start[i]:][:tail_len[i]]``)."""
+    for i in range(at.shape[0]):
+        p = put_record_prefix(out, at[i], body_len[i], ts_delta[i], off_delta[i])
+        n = tail_len[i]
+        if n > 0:
+            _copy(out, p, src, tail_start[i], n)

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..common import wall_ms
 from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
@@ -61,10 +62,6 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +131,7 @@ class Log:
     """One partition directory. Open with ``Log.open``; close (or use ``with``) when done."""
 
     def __init__(self, directory: Path, config: LogConfig, *, read_only: bool = False,
-                 clock: Clock = _wall_ms, had_clean_shutdown: bool = False) -> None:
+                 clock: Clock = wall_ms, had_clean_shutdown: bool = False) -> None:
         self.dir = Path(directory)
         self.topic, self.partition = parse_topic_partition_dir(self.dir.name)
         validate_topic_name(self.topic)
@@ -181,7 +178,7 @@ class Log:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: LogConfig | None = None, *,
-             read_only: bool = False, create: bool = True, clock: Clock = _wall_ms,
+             read_only: bool = False, create: bool = True, clock: Clock = wall_ms,
              had_clean_shutdown: bool = False, topic_id: uuid.UUID | None = None) -> "Log":
         """Open (creating it if needed) the partition directory ``path`` and load it: temporary
         files of an interrupted clean or delete are resolved, missing indexes rebuilt, and

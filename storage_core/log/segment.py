@@ -23,7 +23,7 @@ import numpy as np
 from ..config import LogConfig
 from ..data_files import open_data_file
 from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
-from ..format import _kernels
+from ..format import kernels
 from ..format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
                                       scan_batches)
 from ..format.record_batch import HEADER_SIZE_UP_TO_MAGIC
@@ -345,7 +345,7 @@ class LogSegment:
         count = len(positions)
         offsets = np.empty((count, 2), np.int64)
         times = np.empty((count, 2), np.int64)
-        n_off, n_time, since, _, _ = _kernels.index_entries(
+        n_off, n_time, since, _, _ = kernels.index_entries(
             positions, sizes, lasts, max_ts, position, self.bytes_since_last_index_entry,
             # `since` never reaches int64's max, so a larger interval acts as that max
             min(self.config.index_interval_bytes, _INT64_MAX),

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..common import wall_ms
 from ..checkpoint import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, STRAY_DIR_SUFFIX, CleanShutdownFile,
                           OffsetCheckpointFile, TopicPartition, log_delete_dir_name,
@@ -79,10 +80,6 @@ LOG_START_OFFSET_TASK = "kafka-log-start-offset-checkpoint"
 DELETE_LOGS_TASK = "kafka-delete-logs"
 PRODUCER_EXPIRATION_TASK = "PeriodicProducerExpirationCheck"
 CLEANER_TASK = "kafka-log-cleaner"
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -200,7 +197,7 @@ class LogManager:
                  default_config: LogConfig | None = None,
                  cleaner_config: CleanerConfig | None = None,
                  config: LogManagerConfig | None = None,
-                 clock: Clock = _wall_ms,
+                 clock: Clock = wall_ms,
                  scheduler: KafkaScheduler | None = None) -> None:
         dirs = [Path(d).absolute() for d in log_dirs]
         if not dirs:

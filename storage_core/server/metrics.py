@@ -1,5 +1,6 @@
 """Metrics as a plain Python API: the LogManager's snapshot of its logs' counters (``LogMetrics``,
-kept by each ``Log``), its data directories, tasks and cleaner, read by the CLI. No registry, no reporter: values are dataclasses a caller can print, compare or export.
+kept by each ``Log``), its data directories, tasks and cleaner, read by the CLI.
+No registry, no reporter: values are dataclasses a caller can print, compare or export.
 """
 
 from __future__ import annotations

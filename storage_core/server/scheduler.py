@@ -30,13 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..common import wall_ms
+
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(eq=False)
@@ -70,7 +68,7 @@ class KafkaScheduler:
     ``clock`` gives the current time in ms; the background thread and ``run_due()`` without an
     argument read it. Thread safe: tasks may be scheduled from any thread, also from a task."""
 
-    def __init__(self, *, clock: Clock = _wall_ms, thread_name: str = "kafka-scheduler") -> None:
+    def __init__(self, *, clock: Clock = wall_ms, thread_name: str = "kafka-scheduler") -> None:
         self.clock = clock
         self.thread_name = thread_name
         self._heap: list[tuple[int, int, ScheduledTask]] = []
