@@ -59,14 +59,14 @@ def test_wheel_holds_the_three_packages_typed_and_no_tests(dist):
     assert msg["Version"] == storage_core.__version__
     assert msg["Requires-Python"] == ">=3.11"
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "kafkalog = storage_core.tools:main" in zipfile.ZipFile(
+    assert "kafkalog = storage_core.tools.cli:main" in zipfile.ZipFile(
         _one(dist, "kafkalog-*.whl")).read(entry).decode()
 
 
 def test_sdist_holds_the_sources_and_the_project_files(dist):
     with tarfile.open(_one(dist, "kafkalog-*.tar.gz")) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    for f in ("pyproject.toml", "README.md", "storage_core/log.py",
+    for f in ("pyproject.toml", "README.md", "storage_core/log/log.py",
               "kafka_log_source/datasource.py", "kafka_log_sink/commit.py",
               "storage_core/format/_kernels.py", "kafka_log_source/py.typed"):
         assert f in names, f

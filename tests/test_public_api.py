@@ -18,10 +18,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_package_names_are_the_module_classes():
-    from storage_core import config, errors, log, manager
+    from storage_core import config, errors, log, server
 
     assert (Log, LogConfig, LogManager, LogManagerConfig, KafkaLogError) == (
-        log.Log, config.LogConfig, manager.LogManager, manager.LogManagerConfig, errors.KafkaLogError)
+        log.Log, config.LogConfig, server.LogManager, server.LogManagerConfig, errors.KafkaLogError)
     assert set(storage_core.__all__) <= set(dir(storage_core))
     with pytest.raises(AttributeError, match="no attribute 'Logg'"):
         storage_core.Logg                                            # noqa: B018
