@@ -34,15 +34,16 @@ from ..common import INT_MAX, wall_ms
 from ..errors import CorruptRecordError, LogCleaningAbortedError, LogCleaningError, OffsetOverflowError
 from ..format import legacy
 from ..format.batch_header import BatchField, read_field
-from ..format.log_input_stream import BatchArrays, default_max_decompressed
+from ..format.log_input_stream import BatchArrays, BatchInfo, default_max_decompressed
 from ..format.record_batch import CONTROL_FLAG_MASK, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from ..index import AbortedTxn
 from ..log import CLEANED_SUFFIX, Log, LogSegment, segment_paths
 from .cleaned_transaction_metadata import CleanedTransactionMetadata
 from .cleaner_stats import CleanerStats
 from .offset_map import SkimpyOffsetMap, span_hashes
-from .record_filter import (LastRecord, LogCleanerFilter, control_type, decode_records, filter_to,
+from .record_filter import (Chunk, LastRecord, LogCleanerFilter, control_type, decode_records, filter_to,
                             legacy_records, output_stats, walk_chunk)
+from .throttler import Throttler
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ class Cleaner:
     def __init__(self, offset_map_memory: int, *, io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
                  max_io_buffer_size: int = DEFAULT_MAX_IO_BUFFER_SIZE,
                  dedupe_buffer_load_factor: float = 0.9, clock: Callable[[], int] = wall_ms,
-                 check_done: Callable[[Log], None] | None = None, throttler=None) -> None:
+                 check_done: Callable[[Log], None] | None = None, throttler: Throttler | None = None) -> None:
         self.offset_map = SkimpyOffsetMap(offset_map_memory)
         # log.cleaner.io.max.bytes.per.second: Kafka's Cleaner reports every read and write
         self.throttler = throttler
@@ -278,7 +279,7 @@ class Cleaner:
         offset_map.update_latest_offset(next_segment_start - 1)
         return False
 
-    def _map_v2(self, chunk, scan: BatchArrays, offset_map: SkimpyOffsetMap, start: int, max_desired: int,
+    def _map_v2(self, chunk: Chunk, scan: BatchArrays, offset_map: SkimpyOffsetMap, start: int, max_desired: int,
                 txn: CleanedTransactionMetadata, stats: CleanerStats, source: str, base_position: int,
                 max_decompressed: int) -> bool:
         n = len(scan)
@@ -339,7 +340,7 @@ class Cleaner:
             offset_map.update_latest_offset(int(lasts[done[-1]]))
         return False
 
-    def _map_legacy(self, info, offset_map: SkimpyOffsetMap, start: int, max_desired: int,
+    def _map_legacy(self, info: BatchInfo, offset_map: SkimpyOffsetMap, start: int, max_desired: int,
                     txn: CleanedTransactionMetadata, stats: CleanerStats, source: str, base_position: int,
                     max_decompressed: int) -> bool:
         txn.on_batch_read(-1, info.last_offset, False)
@@ -442,7 +443,7 @@ class Cleaner:
 
     # ---------------------------------------------------------------------------- buffers
 
-    def _grow_buffers_or_fail(self, seg: LogSegment, position: int, max_log_message_size: int, chunk) -> None:
+    def _grow_buffers_or_fail(self, seg: LogSegment, position: int, max_log_message_size: int, chunk: Chunk) -> None:
         """``growBuffersOrFail``: not even one batch fit the buffer; double it (up to the
         larger of ``max.message.bytes`` and the max I/O buffer, or the batch's own size), or
         fail on a batch that cannot be right."""
@@ -475,7 +476,7 @@ class Cleaner:
         self._read_buffer_size = self.io_buffer_size
 
 
-def _first_batch_size(chunk, seg: LogSegment, position: int) -> int | None:
+def _first_batch_size(chunk: Chunk, seg: LogSegment, position: int) -> int | None:
     """``ByteBufferLogInputStream.nextBatchSize``, with its checks."""
     if len(chunk) < LOG_OVERHEAD:
         return None

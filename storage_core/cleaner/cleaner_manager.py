@@ -488,34 +488,27 @@ class LogCleanerManager:
         aborted -> paused once (and wake the waiting ``abort_and_pause_cleaning``)."""
         tp = TopicPartition(*topic_partition)
         with self._lock:
-            state = self._in_progress.get(tp)
-            if state is None:
-                raise IllegalCleaningStateError(f"State for partition {tp} should exist.")
-            if state == LOG_CLEANING_IN_PROGRESS:
-                self.update_checkpoints(data_dir, update=(tp, end_offset))
-                del self._in_progress[tp]
-            elif state == LOG_CLEANING_ABORTED:
-                self._in_progress[tp] = LogCleaningPaused(1)
-                self._paused_cleaning_cond.notify_all()
-            else:
-                raise IllegalCleaningStateError(f"In-progress partition {tp} cannot be in {state} state.")
+            self._done(tp, lambda: self.update_checkpoints(data_dir, update=(tp, end_offset)))
 
     def done_deleting(self, topic_partitions: Iterable[tuple[str, int]]) -> None:
         """``doneDeleting``: as ``done_cleaning``, without a checkpoint."""
         with self._lock:
             for raw in topic_partitions:
-                tp = TopicPartition(*raw)
-                state = self._in_progress.get(tp)
-                if state is None:
-                    raise IllegalCleaningStateError(f"State for partition {tp} should exist.")
-                if state == LOG_CLEANING_IN_PROGRESS:
-                    del self._in_progress[tp]
-                elif state == LOG_CLEANING_ABORTED:
-                    self._in_progress[tp] = LogCleaningPaused(1)
-                    self._paused_cleaning_cond.notify_all()
-                else:
-                    raise IllegalCleaningStateError(
-                        f"In-progress partition {tp} cannot be in {state} state.")
+                self._done(TopicPartition(*raw))
+
+    def _done(self, tp: TopicPartition, on_completed: Callable[[], None] | None = None) -> None:
+        state = self._in_progress.get(tp)
+        if state is None:
+            raise IllegalCleaningStateError(f"State for partition {tp} should exist.")
+        if state == LOG_CLEANING_IN_PROGRESS:
+            if on_completed is not None:
+                on_completed()
+            del self._in_progress[tp]
+        elif state == LOG_CLEANING_ABORTED:
+            self._in_progress[tp] = LogCleaningPaused(1)
+            self._paused_cleaning_cond.notify_all()
+        else:
+            raise IllegalCleaningStateError(f"In-progress partition {tp} cannot be in {state} state.")
 
     # ------------------------------------------------------------------ uncleanable partitions
 

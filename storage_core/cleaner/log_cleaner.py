@@ -279,7 +279,7 @@ class LogCleaner:
     def __enter__(self) -> "LogCleaner":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
     def clean_once(self, now_ms: int | None = None) -> CleanerStats | None:

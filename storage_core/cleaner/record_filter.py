@@ -12,7 +12,9 @@ spans). Legacy v0/v1 entries take a scalar path.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, Union
 
 import numpy as np
 
@@ -21,7 +23,7 @@ from ..format import kernels, legacy
 from ..format.columnar import record_fields
 from ..format.compression import compress, decompress
 from ..format.control import ControlRecordType
-from ..format.log_input_stream import (BatchArrays, LogInputStream, default_max_decompressed,
+from ..format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, default_max_decompressed,
                                       scan_batches)
 from ..format.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
                                   CONTROL_FLAG_MASK, CRC_OFFSET, DELETE_HORIZON_FLAG_MASK,
@@ -32,6 +34,8 @@ from ..format.varint import varint_sizes, zigzag_array
 from .cleaned_transaction_metadata import CleanedTransactionMetadata
 from .cleaner_stats import CleanerStats
 from .offset_map import SkimpyOffsetMap, span_hashes
+
+Chunk = Union[bytes, bytearray, memoryview]      # what a segment read returns
 
 # MemoryRecords.RecordFilter.BatchRetention
 DELETE = 0          # drop the batch without looking at its records
@@ -59,7 +63,7 @@ class Records:
     """Every record of some v2 batches of a chunk, as columns (``data`` holds their bytes:
     the chunk itself, or the batches' decompressed payloads end to end)."""
 
-    data: object
+    data: Chunk
     batch: np.ndarray          # index of each record's batch (into the run)
     offset: np.ndarray
     timestamp: np.ndarray
@@ -71,7 +75,7 @@ class Records:
     hcount: np.ndarray
 
 
-def decode_records(chunk, scan: BatchArrays, which: np.ndarray, *, max_decompressed: int,
+def decode_records(chunk: Chunk, scan: BatchArrays, which: np.ndarray, *, max_decompressed: int,
                     source: str, base_position: int) -> Records:
     """Decode the records of batches ``which`` of ``scan`` (compressed ones decompressed)."""
     sub = BatchArrays(scan.fields[which], 0)
@@ -116,7 +120,7 @@ def decode_records(chunk, scan: BatchArrays, which: np.ndarray, *, max_decompres
                     kstart, klen, vstart, vlen, hcount)
 
 
-def control_type(chunk, scan: BatchArrays, i: int) -> ControlRecordType | None:
+def control_type(chunk: Chunk, scan: BatchArrays, i: int) -> ControlRecordType | None:
     """The type of the control batch ``i``'s first record, None if it has none."""
     if int(scan.records_count[i]) == 0:
         return None
@@ -129,7 +133,7 @@ def control_type(chunk, scan: BatchArrays, i: int) -> ControlRecordType | None:
     return ControlRecordType.parse(key)
 
 
-def walk_chunk(chunk, source: str, base_position: int):
+def walk_chunk(chunk: Chunk, source: str, base_position: int) -> Iterator[tuple[str, Any]]:
     """The complete batches of ``chunk`` as runs: ``("v2", BatchArrays)`` and
     ``("legacy", BatchInfo)`` in log order; the last item is ``("end", bytes used)``."""
     pos, end = 0, len(chunk)
@@ -252,7 +256,7 @@ class LogCleanerFilter:
     source: str
 
 
-def _filter_v2(chunk, scan: BatchArrays, f: LogCleanerFilter, result: FilterResult, base_position: int) -> None:
+def _filter_v2(chunk: Chunk, scan: BatchArrays, f: LogCleanerFilter, result: FilterResult, base_position: int) -> None:
     """``filterTo`` over a run of v2 batches, columnar: batch retention per batch, record
     retention for all records at once, then the output batch by batch."""
     n = len(scan)
@@ -353,7 +357,7 @@ def _filter_v2(chunk, scan: BatchArrays, f: LogCleanerFilter, result: FilterResu
             result.max_offset = max(result.max_offset, h.last_offset)
 
 
-def _rebuild_batches(chunk, scan: BatchArrays, recs: Records, keep: np.ndarray, which: np.ndarray,
+def _rebuild_batches(chunk: Chunk, scan: BatchArrays, recs: Records, keep: np.ndarray, which: np.ndarray,
                      need_horizon: np.ndarray, f: LogCleanerFilter) -> dict[int, tuple[bytes, int]]:
     """``buildRetainedRecordsInto`` for the v2 batches ``which``: the retained records under
     the original header (magic, codec at its default level, timestamp type, producer fields,
@@ -424,7 +428,8 @@ def _rebuild_batches(chunk, scan: BatchArrays, recs: Records, keep: np.ndarray, 
     return built
 
 
-def _filter_legacy(info, f: LogCleanerFilter, result: FilterResult, chunk, base_position: int) -> None:
+def _filter_legacy(info: BatchInfo, f: LogCleanerFilter, result: FilterResult, chunk: Chunk,
+                   base_position: int) -> None:
     """``filterTo`` for one magic 0/1 entry (a message or a compressed wrapper)."""
     entry = info.entry
     # checkBatchRetention: no producer id, never transactional
@@ -464,7 +469,7 @@ def _filter_legacy(info, f: LogCleanerFilter, result: FilterResult, chunk, base_
                                f"would be left empty")
 
 
-def filter_to(chunk, f: LogCleanerFilter, base_position: int) -> FilterResult:
+def filter_to(chunk: Chunk, f: LogCleanerFilter, base_position: int) -> FilterResult:
     """``MemoryRecords.filterTo`` over the complete batches of a chunk."""
     result = FilterResult()
     for kind, item in walk_chunk(chunk, f.source, base_position):
@@ -475,7 +480,7 @@ def filter_to(chunk, f: LogCleanerFilter, base_position: int) -> FilterResult:
     return result
 
 
-def output_stats(buf) -> tuple[int, int, int]:
+def output_stats(buf: bytes) -> tuple[int, int, int]:
     """(largest offset, max timestamp, its batch's last offset) of batches to append."""
     scan = scan_batches(buf)
     if not scan.legacy_at_end and len(scan):

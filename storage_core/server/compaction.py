@@ -60,10 +60,10 @@ def compact_by_hand(cleaner: LogCleaner, current_logs: Callable[[], Mapping[Topi
     wanted = None if topics is None else set(topics)
     paused: list[TopicPartition] = []
     if wanted is not None:
-        for tp, log in current_logs().items():
-            if log.config.compact and tp.topic not in wanted:
-                cleaner.abort_and_pause_cleaning(tp)
-                paused.append(tp)
+        for key, log in current_logs().items():
+            if log.config.compact and key.topic not in wanted:
+                cleaner.abort_and_pause_cleaning(key)
+                paused.append(key)
     rounds: list[CompactionRound] = []
     try:
         for _ in range(max_rounds):
@@ -81,7 +81,7 @@ def compact_by_hand(cleaner: LogCleaner, current_logs: Callable[[], Mapping[Topi
             moved = [tp for tp in compacted if after.get(tp) != checkpoints.get(tp)]
             # the cleaned log's checkpoint moved; a forced reset may move others' too
             moved.sort(key=lambda tp: compacted[tp].size == sizes[tp])
-            tp = moved[0] if moved else None
+            tp: TopicPartition | None = moved[0] if moved else None
             r = CompactionRound(
                 topic_partition=tp,
                 first_dirty_offset=None if tp is None else checkpoints.get(tp, compacted[tp].log_start_offset),

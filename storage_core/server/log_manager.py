@@ -401,16 +401,16 @@ class LogManager:
             if log is None:
                 continue
             tp = TopicPartition(*key)
-            pause = self._cleaner is not None and offset < log.active_segment.base_offset
-            if pause:
-                self._cleaner.abort_and_pause_cleaning(tp)
+            cleaner = self._cleaner if offset < log.active_segment.base_offset else None
+            if cleaner is not None:
+                cleaner.abort_and_pause_cleaning(tp)
             try:
                 log.truncate_to(offset)
-                if pause:
-                    self._cleaner.maybe_truncate_checkpoint(log.dir.parent, tp, log.active_segment.base_offset)
+                if cleaner is not None:
+                    cleaner.maybe_truncate_checkpoint(log.dir.parent, tp, log.active_segment.base_offset)
             finally:
-                if pause:
-                    self._cleaner.resume_cleaning([tp])
+                if cleaner is not None:
+                    cleaner.resume_cleaning([tp])
         self.checkpoint_log_recovery_offsets()
 
     # ------------------------------------------------------------------------ configuration
@@ -551,9 +551,9 @@ class LogManager:
                 if result.segments_deleted or result.error:
                     results.append(result)
         finally:
-            if paused:
+            if cleaner is not None and paused:
                 cleaner.resume_cleaning(paused)
-            if claimed:
+            if cleaner is not None and claimed:
                 cleaner.cleaner_manager.done_deleting(claimed)
         total = sum(r.segments_deleted for r in results)
         self._retention_totals[0] += total

@@ -144,7 +144,7 @@ class DataDirMetrics:
     @classmethod
     def of(cls, path: str, parts: list[PartitionMetrics], *, had_clean_shutdown: bool, load_errors: int,
            logs_to_be_deleted: int, stray_dirs: int) -> "DataDirMetrics":
-        def total(name: str) -> object:
+        def total(name: str) -> Any:
             return sum(getattr(p, name) for p in parts)
 
         return cls(path=path, partitions=len(parts), size=total("size"), num_segments=total("num_segments"),
