@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 Clock = Callable[[], int]
 LogsSource = Mapping[TopicPartition, "Log"] | Callable[[], Mapping[TopicPartition, "Log"]]
 
+
 def _data_dir_key(path: str | os.PathLike[str]) -> Path:
     """Data dirs are compared as Kafka compares ``File``s, after making them absolute and
     resolving symlinks (a test's tmp dir, a LogManager given a relative path)."""
@@ -126,7 +127,7 @@ def first_batch_timestamp(seg: "LogSegment") -> int:
     if len(head) < header_end:
         return LONG_MAX
     at = np.zeros(1, np.int64)
-    if int(read_field(head, at, BatchField.MAGIC)[0]) & 0xFF >= 2:
+    if (int(read_field(head, at, BatchField.MAGIC)[0]) & 0xFF) >= 2:      # the magic byte, unsigned
         ts = int(read_field(head, at, BatchField.MAX_TIMESTAMP)[0])
     else:
         first = next(iter(seg.batches()), None)
