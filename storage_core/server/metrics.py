@@ -110,7 +110,7 @@ class PartitionMetrics:
             flushes=m.flushes, flush_rate=_rate(m.flushes, uptime_s),
             flush_time_ms_mean=_mean_ms(m.flush_time_ns, m.flushes), flush_time_ms_total=m.flush_time_ns / 1e6,
             retention_runs=m.retention_runs, segments_deleted=m.segments_deleted, bytes_deleted=m.bytes_deleted,
-            segments_replaced=m.segments_replaced, pending_deletes=getattr(log, "pending_deletes", 0),
+            segments_replaced=m.segments_replaced, pending_deletes=log.pending_deletes,
             cleaner=cleaner)
 
     def as_dict(self) -> dict[str, object]:
@@ -239,17 +239,6 @@ class ManagerMetrics:
                    retention_bytes_deleted=snap.retention_bytes_deleted, cleaner=cleaner_all)
 
 
-def _cleaner_figures(cleaner: Any) -> dict[str, object] | None:
-    """Whatever the LogCleaner exposes as metrics, made a plain dict."""
-    if cleaner is None:
-        return None
-    source = getattr(cleaner, "metrics", None)
-    if callable(source):
-        source = source()
-    if source is None:
-        return {}
-    if hasattr(source, "as_dict"):
-        return source.as_dict()
-    if hasattr(source, "__dataclass_fields__") and not isinstance(source, type):
-        return asdict(source)
-    return dict(source) if isinstance(source, dict) else {"value": source}
+def _cleaner_figures(cleaner: LogCleaner | None) -> dict[str, object] | None:
+    """The LogCleaner's gauges (``LogCleaner.metrics``) as a plain dict; ``None`` without one."""
+    return None if cleaner is None else dict(cleaner.metrics())
