@@ -1,24 +1,57 @@
 """Checkpoint files of a data directory and a partition (Kafka's OffsetCheckpointFile,
 LeaderEpochCheckpointFile, PartitionMetadataFile, CleanShutdownFileHandler), the leader-epoch cache,
-and topic-partition naming."""
+topic-partition naming, and the one locked read-modify-write of a data directory's checkpoint
+(``update_offset_checkpoint``)."""
 
-from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE, CheckpointFile,
-                          CleanShutdownFile, CorruptCheckpointError, DELETE_DIR_SUFFIX,
-                          EntryFormatter, EpochEntry, FUTURE_DIR_SUFFIX, InconsistentTopicIdError,
-                          LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                          LazyOffsetCheckpoints, LeaderEpochCache, LeaderEpochCheckpointFile,
-                          OffsetCheckpointFile, PARTITION_METADATA_FILE, PartitionMetadata,
-                          PartitionMetadataFile, RECOVERY_POINT_CHECKPOINT,
-                          REPLICATION_OFFSET_CHECKPOINT, STRAY_DIR_SUFFIX, TopicPartition,
-                          UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, atomic_write,
-                          format_clean_shutdown, format_leader_epoch_checkpoint,
-                          format_offset_checkpoint, format_partition_metadata, log_delete_dir_name,
-                          log_future_dir_name, log_stray_dir_name, parse_checkpoint,
-                          parse_clean_shutdown, parse_leader_epoch_checkpoint,
-                          parse_offset_checkpoint, parse_partition_metadata,
-                          parse_topic_partition_dir, random_topic_id, topic_id_from_str,
-                          topic_id_to_str, topic_partition_dir_name, validate_topic_name,
-                          without_invalid_topics)
+from ..errors import InconsistentTopicIdError
+from .atomic import atomic_write, fsync_dir
+from .checkpoint_file import CheckpointFile, CorruptCheckpointError, EntryFormatter, parse_checkpoint
+from .clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownFile, format_clean_shutdown, parse_clean_shutdown
+from .leader_epoch import (
+    EpochEntry,
+    LEADER_EPOCH_CHECKPOINT,
+    LeaderEpochCache,
+    LeaderEpochCheckpointFile,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    format_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
+)
+from .offset_checkpoint_file import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    LazyOffsetCheckpoints,
+    OffsetCheckpointFile,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    data_dir_lock,
+    format_offset_checkpoint,
+    parse_offset_checkpoint,
+    update_offset_checkpoint,
+)
+from .partition_metadata import (
+    PARTITION_METADATA_FILE,
+    PartitionMetadata,
+    PartitionMetadataFile,
+    format_partition_metadata,
+    parse_partition_metadata,
+    random_topic_id,
+    topic_id_from_str,
+    topic_id_to_str,
+)
+from .topic_partition import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    TopicPartition,
+    log_delete_dir_name,
+    log_future_dir_name,
+    log_stray_dir_name,
+    parse_topic_partition_dir,
+    topic_partition_dir_name,
+    validate_topic_name,
+    without_invalid_topics,
+)
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -47,10 +80,12 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "atomic_write",
+    "data_dir_lock",
     "format_clean_shutdown",
     "format_leader_epoch_checkpoint",
     "format_offset_checkpoint",
     "format_partition_metadata",
+    "fsync_dir",
     "log_delete_dir_name",
     "log_future_dir_name",
     "log_stray_dir_name",
@@ -64,6 +99,7 @@ __all__ = [
     "topic_id_from_str",
     "topic_id_to_str",
     "topic_partition_dir_name",
+    "update_offset_checkpoint",
     "validate_topic_name",
     "without_invalid_topics",
 ]

@@ -29,7 +29,8 @@ BYTES_PER_ENTRY = HASH_SIZE + 8      # SkimpyOffsetMap.bytesPerEntry
 _njit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
 
-def span_hashes(data, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def span_hashes(data: bytes | bytearray | memoryview | np.ndarray, starts: np.ndarray,
+                lengths: np.ndarray) -> np.ndarray:
     """MD5 of each key ``data[starts[i]:starts[i] + lengths[i]]`` as ``(n, 2)`` uint64 (the
     digest's two big-endian halves), ``data`` any buffer. Spans outside ``data`` are refused
     here: the compiled loop does not check its indexes."""

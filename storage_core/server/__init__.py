@@ -4,6 +4,7 @@ from .config_repository import (ConfigRepository, CorruptTopicConfigError, TOPIC
 from .log_manager import (CLEANER_TASK, DELETE_LOGS_TASK, FLUSH_TASK, LOCK_FILE,
                           LOG_START_OFFSET_TASK, LogManager, LogManagerConfig,
                           PRODUCER_EXPIRATION_TASK, RECOVERY_POINT_TASK, RETENTION_TASK)
+from .metrics import LogManagerSnapshot, ManagerMetrics
 from .scheduler import (KafkaScheduler)
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "LOG_START_OFFSET_TASK",
     "LogManager",
     "LogManagerConfig",
+    "LogManagerSnapshot",
+    "ManagerMetrics",
     "PRODUCER_EXPIRATION_TASK",
     "RECOVERY_POINT_TASK",
     "RETENTION_TASK",

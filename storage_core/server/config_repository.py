@@ -11,21 +11,20 @@ live in one JSON file in the root of every data directory::
 A file, not a directory: a broker (and ``LogManager``) takes every directory in a data dir for a
 partition. Values are kept as Kafka's strings, under Kafka's dotted names; every change is
 validated by ``LogConfig.from_properties`` before it is written, so the file never holds a
-configuration that would not load. Writes are atomic (``checkpoints.atomic_write``) and, like
-the offset checkpoints, serialised across processes by a lock on the data directory.
+configuration that would not load. Writes are atomic (``checkpoint.atomic_write``) and, like
+the offset checkpoints, serialised across processes by the data directory's lock
+(``checkpoint.data_dir_lock``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..checkpoint import atomic_write, validate_topic_name
+from ..checkpoint import atomic_write, data_dir_lock, validate_topic_name
 from ..config import LogConfig
 from ..errors import InvalidConfigError, KafkaLogError
 
@@ -37,18 +36,6 @@ TOPIC_CONFIG_VERSION = 1
 
 class CorruptTopicConfigError(KafkaLogError):
     """The topic configuration file cannot be read back (not JSON, wrong shape, newer version)."""
-
-
-@contextlib.contextmanager
-def data_dir_lock(data_dir: Path) -> Iterator[None]:
-    """The lock ``Log`` takes for its read-modify-write of the data dir's checkpoint files: an
-    exclusive ``flock`` on the directory itself, held only for the update."""
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)          # releases the lock
 
 
 def parse_topic_configs(text: str, *, source: Path | None = None) -> dict[str, dict[str, str]]:

@@ -9,13 +9,8 @@
 
 What it does, as the broker does it:
 
-* start-up (``LogManager.loadLogs``): per data dir, the ``.kafka_cleanshutdown`` marker is read
-  and deleted (a crash while loading makes the next start unclean, KAFKA-10471), then every
-  ``topic-partition`` directory is opened on a pool of ``num_recovery_threads_per_data_dir``
-  threads, with ``had_clean_shutdown`` telling ``Log.open`` whether recovery can be skipped.
-  ``-delete`` directories are queued for deletion, ``-stray`` ones are kept aside untouched,
-  ``-future`` ones are loaded as future logs; anything else that is not a partition is ignored
-  with a warning (a broker would refuse to start).
+* start-up (``LogManager.loadLogs``, in ``log_dirs``): every partition of every data dir is
+  loaded, recovered unless the dir was shut down cleanly.
 * per-topic overrides come from ``ConfigRepository`` (a JSON file in the data dir root).
 * shutdown (``LogManager.shutdown``): the cleaner stops, every log is flushed and closed, then per
   dir ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` are written for all
@@ -31,13 +26,11 @@ The scheduler runs on a thread after ``start()``; tests and the CLI inject a clo
 ``run_due_tasks(now_ms)`` instead, or call the task methods (``cleanup_logs``, ``compact``, ...)
 directly.
 
-One process at a time manages a data directory: Kafka's ``.lock`` file in its root is locked
-(``flock``) while the manager is open.
+One process at a time manages a data directory: its ``.lock`` file is locked while the manager is open.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -45,32 +38,31 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..common import wall_ms
-from ..checkpoint import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
-                          RECOVERY_POINT_CHECKPOINT, STRAY_DIR_SUFFIX, CleanShutdownFile,
-                          OffsetCheckpointFile, TopicPartition, log_delete_dir_name,
-                          parse_topic_partition_dir, topic_partition_dir_name,
-                          without_invalid_topics)
+from ..checkpoint import (FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
+                          RECOVERY_POINT_CHECKPOINT, CleanShutdownFile,
+                          TopicPartition, log_delete_dir_name, topic_partition_dir_name)
 from ..config import LONG_MAX, CleanerConfig, LogConfig
-from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository, data_dir_lock
+from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository
+from .log_dirs import (LOCK_FILE, DataDir, close_logs, load_data_dir, moved_log_start_offsets, open_log,
+                       recovery_points, write_dir_checkpoint)
+from .compaction import CompactionRound, compact_by_hand, uncleanable_partitions
+from .log_manager_config import LogManagerConfig
+from .metrics import LogManagerSnapshot, ManagerMetrics
 from ..errors import KafkaLogError, LogLockedError
 from ..log import Log
 from .scheduler import KafkaScheduler
 
 if TYPE_CHECKING:
     from ..cleaner import LogCleaner
-    from .metrics import ManagerMetrics
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-
-LOCK_FILE = ".lock"                  # LogManager.LockFileName
 
 # scheduler task names (LogManager.startupWithConfigOverrides, UnifiedLog, LogCleaner)
 RETENTION_TASK = "kafka-log-retention"
@@ -80,36 +72,6 @@ LOG_START_OFFSET_TASK = "kafka-log-start-offset-checkpoint"
 DELETE_LOGS_TASK = "kafka-delete-logs"
 PRODUCER_EXPIRATION_TASK = "PeriodicProducerExpirationCheck"
 CLEANER_TASK = "kafka-log-cleaner"
-
-
-@dataclass(frozen=True)
-class LogManagerConfig:
-    """The broker settings the LogManager reads (``KafkaConfig``; kafka_format.md §17).
-
-    ``flush_check_interval_ms`` (``log.flush.scheduler.interval.ms``) defaults to 1 s where Kafka's
-    default is ``Long.MAX_VALUE``: a broker relies on replication and leaves flushing to the OS,
-    kafkalog has no replicas, so a topic's ``flush.ms`` should take effect on an idle log too.
-    The check itself costs one comparison per log."""
-
-    num_recovery_threads_per_data_dir: int = 1            # num.recovery.threads.per.data.dir
-    retention_check_interval_ms: int = 300000             # log.retention.check.interval.ms
-    flush_check_interval_ms: int = 1000                   # log.flush.scheduler.interval.ms
-    flush_recovery_offset_checkpoint_interval_ms: int = 60000   # log.flush.offset.checkpoint.interval.ms
-    flush_start_offset_checkpoint_interval_ms: int = 60000      # log.flush.start.offset.checkpoint.interval.ms
-    producer_id_expiration_check_interval_ms: int = 600000      # producer.id.expiration.check.interval.ms
-    initial_task_delay_ms: int = 30000                    # log.initial.task.delay.ms
-
-    def __post_init__(self) -> None:
-        if self.num_recovery_threads_per_data_dir < 1:
-            raise ValueError("num.recovery.threads.per.data.dir must be at least 1")
-        for name in ("retention_check_interval_ms", "flush_check_interval_ms",
-                     "flush_recovery_offset_checkpoint_interval_ms",
-                     "flush_start_offset_checkpoint_interval_ms",
-                     "producer_id_expiration_check_interval_ms"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.initial_task_delay_ms < 0:
-            raise ValueError("initial_task_delay_ms must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -128,65 +90,6 @@ class RetentionResult:
                 "segments_deleted": self.segments_deleted, "bytes_deleted": self.bytes_deleted,
                 "log_start_offset_before": self.log_start_offset_before,
                 "log_start_offset_after": self.log_start_offset_after, "error": self.error}
-
-
-@dataclass(frozen=True)
-class CompactionRound:
-    """One cleaning round of ``compact``: which partition, the dirty range cleaned
-    (``[first_dirty_offset, end_offset)``), its size before and after, and the cleaner's stats."""
-
-    topic_partition: TopicPartition | None
-    first_dirty_offset: int | None
-    end_offset: int | None
-    size_before: int
-    size_after: int
-    stats: Any                       # cleaner.CleanerStats
-    seconds: float
-
-    @property
-    def records_removed(self) -> int:
-        return self.stats.messages_read - self.stats.messages_written
-
-    def as_dict(self) -> dict[str, Any]:
-        tp = self.topic_partition
-        s = self.stats
-        return {"topic": None if tp is None else tp.topic, "partition": None if tp is None else tp.partition,
-                "first_dirty_offset": self.first_dirty_offset, "end_offset": self.end_offset,
-                "size_before": self.size_before, "size_after": self.size_after,
-                "bytes_read": s.bytes_read, "bytes_written": s.bytes_written,
-                "messages_read": s.messages_read, "messages_written": s.messages_written,
-                "records_removed": self.records_removed, "invalid_messages_read": s.invalid_messages_read,
-                "buffer_utilization": s.buffer_utilization, "seconds": self.seconds}
-
-
-@dataclass
-class _DataDir:
-    """Per data dir state of one manager run."""
-
-    path: Path
-    lock_fd: int = -1
-    had_clean_shutdown: bool = False
-    clean_marker_mtime_ns: int = 0
-    loaded_all: bool = False
-    load_errors: dict[str, str] = field(default_factory=dict)
-    stray_dirs: list[Path] = field(default_factory=list)
-
-
-def _open_log(path: Path, config: LogConfig, *, clock: Clock, had_clean_shutdown: bool,
-              create: bool, topic_id: uuid.UUID | None = None) -> Log:
-    return Log.open(path, config, create=create, clock=clock, had_clean_shutdown=had_clean_shutdown,
-                    topic_id=topic_id)
-
-
-def _newest_mtime_ns(directory: Path) -> int:
-    newest = 0
-    with os.scandir(directory) as it:
-        for entry in it:
-            try:
-                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime_ns)
-            except FileNotFoundError:
-                continue
-    return newest
 
 
 class LogManager:
@@ -211,20 +114,19 @@ class LogManager:
         self.clock = clock
         self.scheduler = scheduler or KafkaScheduler(clock=clock)
         self.config_repository = ConfigRepository(dirs, self.default_config)
-        self._dirs = {d: _DataDir(d) for d in dirs}
+        self._dirs = {d: DataDir(d) for d in dirs}
         self._logs: dict[TopicPartition, Log] = {}
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_be_deleted: list[tuple[Path, int]] = []     # (renamed dir, when scheduled)
         self._lock = threading.RLock()       # logCreationOrDeletionLock
-        self._cleaner: Any = None
+        self._cleaner: LogCleaner | None = None
         self._cleaner_threads = False
         self._started = False
         self._closed = False
-        self._opened_ms = clock()
         self._retention_totals = [0, 0]      # segments, bytes deleted by cleanup_logs
-        self._compaction_history: list[Any] = []
+        self._compaction_history: list[CompactionRound] = []
         self._task_time = threading.local()         # run_due_tasks(now_ms)'s now, for its tasks
-        self._opened_at: dict[int, float] = {}      # id(log) -> time.monotonic() at open, for rates
+        self._opened_at: dict[Path, float] = {}     # log dir -> time.monotonic() at open, for rates
 
     # ------------------------------------------------------------------------ opening, closing
 
@@ -253,25 +155,17 @@ class LogManager:
         self.shutdown()
 
     def _lock_dirs(self) -> None:
-        """``LogManager.lockLogDirs``: one manager per data dir, as ``.lock`` + ``FileLock``."""
-        for d in self._dirs.values():
-            d.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(d.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                self._release_dir_locks()
-                raise LogLockedError(
-                    f"Failed to acquire lock on file {LOCK_FILE} in {d.path}. A Kafka instance in another "
-                    f"process or thread is using this directory.") from None
-            d.lock_fd = fd
+        """``LogManager.lockLogDirs``: one manager per data dir."""
+        try:
+            for d in self._dirs.values():
+                d.lock()
+        except LogLockedError:
+            self._release_dir_locks()
+            raise
 
     def _release_dir_locks(self) -> None:
         for d in self._dirs.values():
-            if d.lock_fd >= 0:
-                os.close(d.lock_fd)
-                d.lock_fd = -1
+            d.unlock()
 
     def startup(self) -> None:
         """Lock the dirs, load every log, and schedule the background tasks
@@ -312,7 +206,7 @@ class LogManager:
                 by_dir = self._logs_by_dir()
             for d in self._dirs.values():
                 logs = by_dir.get(d.path, {})
-                failed = self._close_logs(d, list(logs.values()))
+                failed = close_logs(d, list(logs.values()), self.config.num_recovery_threads_per_data_dir)
                 try:
                     self._write_recovery_checkpoint(d.path, logs)
                     self._write_log_start_checkpoint(d.path, logs)
@@ -334,26 +228,6 @@ class LogManager:
 
     close = shutdown
 
-    def _close_logs(self, d: _DataDir, logs: list[Log]) -> bool:
-        """Flush and close ``logs`` on a pool; True if any failed."""
-        failed = False
-
-        def close_one(log: Log) -> None:
-            log.flush()             # the latest possible recovery point
-            log.close()
-
-        with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
-                                thread_name_prefix=f"log-closing-{d.path.name}") as pool:
-            futures = {pool.submit(close_one, log): log for log in logs}
-            for fut, log in futures.items():
-                try:
-                    fut.result()
-                except Exception:
-                    failed = True
-                    logger.warning("There was an error closing %s during LogManager shutdown", log.dir,
-                                exc_info=True)
-        return failed
-
     # ------------------------------------------------------------------------ loading
 
     def load_logs(self) -> None:
@@ -364,79 +238,27 @@ class LogManager:
         # read once; a file that cannot be read stops the start (no partition's config is known)
         overrides = self.config_repository.read_all()
         for d in self._dirs.values():
-            marker = CleanShutdownFile(d.path)
-            if marker.exists():
-                # cache the status, then delete the marker: a crash while loading must make the
-                # next start unclean (KAFKA-10471)
-                d.clean_marker_mtime_ns = marker.path.stat().st_mtime_ns
-                marker.delete()
-                d.had_clean_shutdown = True
-            candidates = self._partition_dirs(d)
+            d.take_clean_shutdown_marker()
+            candidates, marked = d.partition_dirs()
+            # LogManager.addLogToBeDeleted: deleted file.delete.delay.ms from now
+            self._logs_to_be_deleted.extend((p, self.clock()) for p in marked)
             total += len(candidates)
             if not candidates:
                 logger.info("No logs found to be loaded in %s", d.path)
             elif d.had_clean_shutdown:
                 logger.info("Skipping recovery of %d logs from %s since clean shutdown file was found",
-                         len(candidates), d.path)
+                            len(candidates), d.path)
             else:
                 logger.info("Recovering %d logs from %s since no clean shutdown file was found",
-                         len(candidates), d.path)
+                            len(candidates), d.path)
                 unclean.append(str(d.path))
-            with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
-                                    thread_name_prefix=f"log-recovery-{d.path.name}") as pool:
-                futures = [(p, pool.submit(self._load_log, d, p, overrides)) for p in candidates]
-                errors = 0
-                for p, fut in futures:
-                    try:
-                        fut.result()
-                    except (OSError, KafkaLogError) as e:
-                        # Kafka takes the whole dir offline on an IOException; here the partition
-                        # stays unloaded (and the dir gets no clean marker), the others go on
-                        errors += 1
-                        d.load_errors[p.name] = str(e)
-                        logger.error("Error while loading log %s: %s", p, e)
-                d.loaded_all = errors == 0
+            load_data_dir(d, candidates, threads=self.config.num_recovery_threads_per_data_dir,
+                          repository=self.config_repository, overrides=overrides, clock=self.clock,
+                          register=self._register_loaded_log)
         logger.info("Loaded %d logs in %d ms%s", total, (time.perf_counter() - started) * 1000,
-                 f" (unclean log dirs = {unclean})" if unclean else "")
+                    f" (unclean log dirs = {unclean})" if unclean else "")
 
-    def _partition_dirs(self, d: _DataDir) -> list[Path]:
-        out = []
-        for entry in sorted(d.path.iterdir()):
-            if not entry.is_dir():
-                continue
-            try:
-                parse_topic_partition_dir(entry.name)
-            except KafkaLogError:
-                logger.warning("Ignoring %s: not a topic-partition directory", entry)
-                continue
-            if entry.name.endswith(STRAY_DIR_SUFFIX):
-                # KRaft keeps stray logs until its metadata says they can go; kafkalog has no
-                # metadata, so they stay untouched for an operator to look at
-                logger.warning("Found stray log: %s (left untouched)", entry)
-                d.stray_dirs.append(entry)
-                continue
-            if entry.name.endswith(DELETE_DIR_SUFFIX):
-                # LogManager.addLogToBeDeleted: deleted file.delete.delay.ms from now
-                logger.info("Scheduling deletion of %s, marked for deletion", entry)
-                self._logs_to_be_deleted.append((entry, self.clock()))
-                continue
-            out.append(entry)
-        return out
-
-    def _load_log(self, d: _DataDir, path: Path, overrides: Mapping[str, Mapping[str, str]]) -> Log:
-        """``LogManager.loadLog``."""
-        tp = parse_topic_partition_dir(path.name)
-        config = self.config_repository.topic_config(tp.topic, overrides)
-        clean = d.had_clean_shutdown
-        if clean:
-            # the marker vouches for what the manager closed; a file written after it (another
-            # process appending with the manager down) would be trusted blindly by a clean load
-            newest = _newest_mtime_ns(path)
-            if newest > d.clean_marker_mtime_ns:
-                logger.warning("%s was modified after the clean shutdown marker was written: recovering it", path)
-                clean = False
-        started = time.perf_counter()
-        log = _open_log(path, config, clock=self.clock, had_clean_shutdown=clean, create=False)
+    def _register_loaded_log(self, tp: TopicPartition, path: Path, log: Log) -> None:
         future = path.name.endswith(FUTURE_DIR_SUFFIX)
         with self._lock:
             pool = self._future_logs if future else self._logs
@@ -447,11 +269,7 @@ class LogManager:
                     f"Duplicate log directories for {tp} are found in both {path} and {previous.dir}. "
                     f"Recover from this failure by deleting one of the two directories.")
             pool[tp] = log
-            self._opened_at[id(log)] = time.monotonic()
-        logger.info("Completed load of %s with %d segments, log-start-offset %d and log-end-offset %d in %d ms",
-                 log.dir.name, len(log.segments), log.log_start_offset, log.log_end_offset,
-                 (time.perf_counter() - started) * 1000)
-        return log
+            self._opened_at[log.dir] = time.monotonic()
 
     # ------------------------------------------------------------------------ logs
 
@@ -478,10 +296,10 @@ class LogManager:
             name = topic_partition_dir_name(tp.topic, tp.partition)
             data_dir = self._next_log_dir()
             config = config or self.config_repository.topic_config(tp.topic)
-            log = _open_log(data_dir / name, config, clock=self.clock, had_clean_shutdown=False, create=True,
+            log = open_log(data_dir / name, config, clock=self.clock, had_clean_shutdown=False, create=True,
                            topic_id=topic_id)
             self._logs[tp] = log
-            self._opened_at[id(log)] = time.monotonic()
+            self._opened_at[log.dir] = time.monotonic()
             logger.info("Created log for partition %s in %s with properties %s", tp, data_dir,
                      config.to_properties(only_changed=True))
             return log
@@ -583,16 +401,16 @@ class LogManager:
             if log is None:
                 continue
             tp = TopicPartition(*key)
-            pause = self._cleaner is not None and offset < log.active_segment.base_offset
-            if pause:
-                self._cleaner.abort_and_pause_cleaning(tp)
+            cleaner = self._cleaner if offset < log.active_segment.base_offset else None
+            if cleaner is not None:
+                cleaner.abort_and_pause_cleaning(tp)
             try:
                 log.truncate_to(offset)
-                if pause:
-                    self._cleaner.maybe_truncate_checkpoint(log.dir.parent, tp, log.active_segment.base_offset)
+                if cleaner is not None:
+                    cleaner.maybe_truncate_checkpoint(log.dir.parent, tp, log.active_segment.base_offset)
             finally:
-                if pause:
-                    self._cleaner.resume_cleaning([tp])
+                if cleaner is not None:
+                    cleaner.resume_cleaning([tp])
         self.checkpoint_log_recovery_offsets()
 
     # ------------------------------------------------------------------------ configuration
@@ -616,34 +434,15 @@ class LogManager:
 
     # ------------------------------------------------------------------------ checkpoints
 
-    def _write_offsets(self, data_dir: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
-        """Rewrite the dir's checkpoint ``name`` with ``offsets``: all of the manager's logs at
-        once, as Kafka writes it. Entries of partitions another process holds (a directory
-        exists that the manager did not load) are kept; entries of gone partitions drop out."""
-        cp = OffsetCheckpointFile(data_dir / name)
-        with data_dir_lock(data_dir):
-            try:
-                existing = without_invalid_topics(cp.read(), cp.path)
-            except (OSError, KafkaLogError):
-                existing = {}
-            with self._lock:
-                mine = set(self._logs) | set(self._future_logs)
-            for tp, value in existing.items():
-                if tp in offsets or tp in mine:
-                    continue
-                if (data_dir / str(tp)).is_dir():
-                    offsets[tp] = value       # another process's partition, or one that failed to load
-            cp.write_if_dir_exists(offsets)
+    def _managed(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self._logs) | set(self._future_logs)
 
     def _write_recovery_checkpoint(self, data_dir: Path, logs: Mapping[TopicPartition, Log]) -> None:
-        self._write_offsets(data_dir, RECOVERY_POINT_CHECKPOINT,
-                            {tp: log.recovery_point for tp, log in logs.items()})
+        write_dir_checkpoint(data_dir, RECOVERY_POINT_CHECKPOINT, recovery_points(logs), self._managed())
 
     def _write_log_start_checkpoint(self, data_dir: Path, logs: Mapping[TopicPartition, Log]) -> None:
-        # only logs whose start moved past their first segment (checkpointLogStartOffsetsInDir)
-        self._write_offsets(data_dir, LOG_START_OFFSET_CHECKPOINT,
-                            {tp: log.log_start_offset for tp, log in logs.items()
-                             if log.segments and log.log_start_offset > log.segments[0].base_offset})
+        write_dir_checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT, moved_log_start_offsets(logs), self._managed())
 
     def checkpoint_log_recovery_offsets(self) -> None:
         """``checkpointLogRecoveryOffsets``: every dir's recovery points, then each log drops the
@@ -752,9 +551,9 @@ class LogManager:
                 if result.segments_deleted or result.error:
                     results.append(result)
         finally:
-            if paused:
+            if cleaner is not None and paused:
                 cleaner.resume_cleaning(paused)
-            if claimed:
+            if cleaner is not None and claimed:
                 cleaner.cleaner_manager.done_deleting(claimed)
         total = sum(r.segments_deleted for r in results)
         self._retention_totals[0] += total
@@ -851,64 +650,40 @@ class LogManager:
         cleaner = self.cleaner
         if cleaner is None:
             return []
-        cm = cleaner.cleaner_manager
-        wanted = None if topics is None else set(topics)
-        paused: list[TopicPartition] = []
-        if wanted is not None:
-            for tp, log in self.logs.items():
-                if log.config.compact and tp.topic not in wanted:
-                    cleaner.abort_and_pause_cleaning(tp)
-                    paused.append(tp)
-        rounds: list[CompactionRound] = []
-        try:
-            for _ in range(max_rounds):
-                logs = {tp: log for tp, log in self.logs.items() if log.config.compact}
-                sizes = {tp: log.size for tp, log in logs.items()}
-                checkpoints = cm.all_cleaner_checkpoints()
-                uncleanable = self._uncleanable(cm)
-                started = time.perf_counter()
-                stats = cleaner.clean_once(now_ms)
-                if stats is None:
-                    if self._uncleanable(cm) - uncleanable:
-                        continue          # one failed and was set aside: the others may still need it
-                    break
-                after = cm.all_cleaner_checkpoints()
-                moved = [tp for tp in logs if after.get(tp) != checkpoints.get(tp)]
-                # the cleaned log's checkpoint moved; a forced reset may move others' too
-                moved.sort(key=lambda tp: logs[tp].size == sizes[tp])
-                tp = moved[0] if moved else None
-                r = CompactionRound(
-                    topic_partition=tp,
-                    first_dirty_offset=None if tp is None else checkpoints.get(tp, logs[tp].log_start_offset),
-                    end_offset=None if tp is None else after.get(tp),
-                    size_before=0 if tp is None else sizes[tp], size_after=0 if tp is None else logs[tp].size,
-                    stats=stats, seconds=time.perf_counter() - started)
-                rounds.append(r)
-                self._compaction_history.append(r)
-                if progress is not None:
-                    progress(r)
-        finally:
-            if paused:
-                cleaner.resume_cleaning(paused)
-        return rounds
 
-    @staticmethod
-    def _uncleanable(cm: Any) -> set[tuple[str, TopicPartition]]:
-        return {(str(d), tp) for d in cm.log_dirs for tp in cm.uncleanable_partitions(d)}
+        def record(r: CompactionRound) -> None:
+            self._compaction_history.append(r)
+            if progress is not None:
+                progress(r)
+
+        return compact_by_hand(cleaner, lambda: self.logs, now_ms, topics=topics, max_rounds=max_rounds,
+                               progress=record)
 
     def uncleanable_partitions(self) -> set[TopicPartition]:
         """Partitions the cleaner set aside after an error (per data dir in Kafka)."""
         if self._cleaner is None:
             return set()
-        return {tp for _, tp in self._uncleanable(self._cleaner.cleaner_manager)}
+        return {tp for _, tp in uncleanable_partitions(self._cleaner.cleaner_manager)}
 
     # ------------------------------------------------------------------------ metrics
 
-    def metrics(self) -> "ManagerMetrics":
-        """Per partition and per data directory figures, as dataclasses (``as_dict()``)."""
-        from .metrics import ManagerMetrics
+    def snapshot(self) -> LogManagerSnapshot:
+        """What the manager holds now (copies of its maps; the logs and cleaner themselves)."""
+        with self._lock:
+            logs, future_logs = dict(self._logs), dict(self._future_logs)
+            to_delete = [p for p, _ in self._logs_to_be_deleted]
+        segments, nbytes = self._retention_totals
+        return LogManagerSnapshot(
+            log_dirs=list(self.log_dirs), logs=logs, future_logs=future_logs, opened_at=dict(self._opened_at),
+            had_clean_shutdown={d.path: d.had_clean_shutdown for d in self._dirs.values()},
+            load_errors=self.load_errors, logs_to_be_deleted=to_delete, stray_dirs=self.stray_dirs,
+            tasks=list(self.scheduler.tasks.values()), retention_segments_deleted=segments,
+            retention_bytes_deleted=nbytes, cleaner=self._cleaner,
+            compaction_rounds=list(self._compaction_history), uncleanable_partitions=self.uncleanable_partitions())
 
-        return ManagerMetrics.collect(self)
+    def metrics(self) -> ManagerMetrics:
+        """Per partition and per data directory figures, as dataclasses (``as_dict()``)."""
+        return ManagerMetrics.collect(self.snapshot())
 
     # ------------------------------------------------------------------------ misc
 

@@ -1,13 +1,50 @@
-"""Metrics as a plain Python API: the LogManager's snapshot of its logs' counters (``LogMetrics``,
-kept by each ``Log``), its data directories, tasks and cleaner, read by the CLI.
-No registry, no reporter: values are dataclasses a caller can print, compare or export.
+"""Metrics as a plain Python API, built from a ``LogManagerSnapshot`` (``LogManager.snapshot()``):
+its logs' counters (``LogMetrics``, kept by each ``Log``), its data directories, tasks and
+cleaner, read by the CLI. No registry, no reporter: values are dataclasses a caller can print,
+compare or export.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..log import LogMetrics
+from ..checkpoint import TopicPartition
+from ..log import Log, LogMetrics
+from .scheduler import ScheduledTask
+
+if TYPE_CHECKING:      # the cleaner is imported when a manager first compacts (compiled kernels)
+    from ..cleaner import LogCleaner
+    from .compaction import CompactionRound
+
+
+@dataclass(frozen=True)
+class LogManagerSnapshot:
+    """What a ``LogManager`` holds at one moment (``LogManager.snapshot()``): its data dirs and
+    logs, the ``LogCleaner`` if one was created, and the totals of its retention and hand-run
+    cleaning. Containers are copies; the logs and the cleaner are the live objects."""
+
+    log_dirs: list[Path]
+    logs: dict[TopicPartition, Log]             # the current logs
+    future_logs: dict[TopicPartition, Log]
+    opened_at: dict[Path, float]                # log dir -> time.monotonic() when the manager opened it
+    had_clean_shutdown: dict[Path, bool]        # per data dir
+    load_errors: dict[Path, str]                # partition dirs that failed to load, with the reason
+    logs_to_be_deleted: list[Path]              # ``-delete`` directories waiting for file.delete.delay.ms
+    stray_dirs: list[Path]
+    tasks: list[ScheduledTask]
+    retention_segments_deleted: int             # by ``cleanup_logs``
+    retention_bytes_deleted: int
+    cleaner: LogCleaner | None
+    compaction_rounds: list[CompactionRound]    # by ``compact``
+    uncleanable_partitions: set[TopicPartition]
+
+    @property
+    def all_logs(self) -> list[Log]:
+        """Current and future logs."""
+        return [*self.logs.values(), *self.future_logs.values()]
 
 
 # --- LogManager aggregation (per partition, per data directory) -------------------------------
@@ -58,7 +95,7 @@ class PartitionMetrics:
     cleaner: dict[str, object] | None = None     # the LogCleaner's figures for this partition
 
     @classmethod
-    def of(cls, log: object, uptime_s: float, cleaner: dict[str, object] | None = None) -> "PartitionMetrics":
+    def of(cls, log: Log, uptime_s: float, cleaner: dict[str, object] | None = None) -> "PartitionMetrics":
         m: LogMetrics = log.metrics
         segments = log.segments
         return cls(
@@ -73,7 +110,7 @@ class PartitionMetrics:
             flushes=m.flushes, flush_rate=_rate(m.flushes, uptime_s),
             flush_time_ms_mean=_mean_ms(m.flush_time_ns, m.flushes), flush_time_ms_total=m.flush_time_ns / 1e6,
             retention_runs=m.retention_runs, segments_deleted=m.segments_deleted, bytes_deleted=m.bytes_deleted,
-            segments_replaced=m.segments_replaced, pending_deletes=getattr(log, "pending_deletes", 0),
+            segments_replaced=m.segments_replaced, pending_deletes=log.pending_deletes,
             cleaner=cleaner)
 
     def as_dict(self) -> dict[str, object]:
@@ -107,7 +144,7 @@ class DataDirMetrics:
     @classmethod
     def of(cls, path: str, parts: list[PartitionMetrics], *, had_clean_shutdown: bool, load_errors: int,
            logs_to_be_deleted: int, stray_dirs: int) -> "DataDirMetrics":
-        def total(name: str) -> object:
+        def total(name: str) -> Any:
             return sum(getattr(p, name) for p in parts)
 
         return cls(path=path, partitions=len(parts), size=total("size"), num_segments=total("num_segments"),
@@ -161,60 +198,47 @@ class ManagerMetrics:
         return asdict(self)
 
     @classmethod
-    def collect(cls, mgr: object) -> "ManagerMetrics":
-        """A snapshot of ``mgr`` (a ``LogManager``; duck-typed so this module imports nothing)."""
-        import time
-
+    def collect(cls, snap: LogManagerSnapshot) -> "ManagerMetrics":
+        """The figures of a ``LogManager`` snapshot; rates over the time since each log was opened."""
         now = time.monotonic()
-        cleaner_all = _cleaner_figures(mgr._cleaner)
+        cleaner_all = _cleaner_figures(snap.cleaner)
         per_tp: dict[str, dict[str, object]] = {}
-        if mgr._cleaner is not None:
-            cm = mgr._cleaner.cleaner_manager
+        if snap.cleaner is not None:
+            cm = snap.cleaner.cleaner_manager
             checkpoints = cm.all_cleaner_checkpoints()
-            unclean = mgr.uncleanable_partitions()
-            for tp, log in mgr.logs.items():
+            for tp, log in snap.logs.items():
                 if log.config.compact:
                     state = cm.cleaning_state(tp)
-                    per_tp[str(tp)] = {"first_dirty_offset": checkpoints.get(tp), "uncleanable": tp in unclean,
+                    per_tp[str(tp)] = {"first_dirty_offset": checkpoints.get(tp),
+                                       "uncleanable": tp in snap.uncleanable_partitions,
                                        "state": None if state is None else type(state).__name__}
-            history = mgr._compaction_history
+            history = snap.compaction_rounds
             cleaner_all = dict(cleaner_all or {})
             cleaner_all["manual_rounds"] = len(history)
             cleaner_all["manual_bytes_read"] = sum(r.stats.bytes_read for r in history)
             cleaner_all["manual_bytes_written"] = sum(r.stats.bytes_written for r in history)
             cleaner_all["manual_records_removed"] = sum(r.records_removed for r in history)
-        parts_by_dir: dict[str, list[PartitionMetrics]] = {str(d): [] for d in mgr.log_dirs}
+        parts_by_dir: dict[str, list[PartitionMetrics]] = {str(d): [] for d in snap.log_dirs}
         partitions = []
-        for log in sorted(mgr.all_logs(), key=lambda log: (log.topic, log.partition, str(log.dir))):
-            uptime = now - mgr._opened_at.get(id(log), now)
+        for log in sorted(snap.all_logs, key=lambda log: (log.topic, log.partition, str(log.dir))):
+            uptime = now - snap.opened_at.get(log.dir, now)
             pm = PartitionMetrics.of(log, uptime, per_tp.get(f"{log.topic}-{log.partition}"))
             partitions.append(pm)
             parts_by_dir.setdefault(str(log.dir.parent), []).append(pm)
-        to_delete = [str(p.parent) for p in mgr.logs_to_be_deleted]
-        errors = [str(p.parent) for p in mgr.load_errors]
-        strays = [str(p.parent) for p in mgr.stray_dirs]
-        dirs = [DataDirMetrics.of(path, parts, had_clean_shutdown=mgr.had_clean_shutdown(path),
+        to_delete = [str(p.parent) for p in snap.logs_to_be_deleted]
+        errors = [str(p.parent) for p in snap.load_errors]
+        strays = [str(p.parent) for p in snap.stray_dirs]
+        dirs = [DataDirMetrics.of(path, parts, had_clean_shutdown=snap.had_clean_shutdown.get(Path(path), False),
                                   load_errors=errors.count(path), logs_to_be_deleted=to_delete.count(path),
                                   stray_dirs=strays.count(path))
                 for path, parts in parts_by_dir.items()]
         tasks = [TaskMetrics(t.name, t.runs, t.failures, t.total_time_ms, t.next_run_ms, t.last_run_ms)
-                 for t in sorted(mgr.scheduler.tasks.values(), key=lambda t: t.name)]
-        segs, nbytes = mgr._retention_totals
-        return cls(dirs=dirs, partitions=partitions, tasks=tasks, retention_segments_deleted=segs,
-                   retention_bytes_deleted=nbytes, cleaner=cleaner_all)
+                 for t in sorted(snap.tasks, key=lambda t: t.name)]
+        return cls(dirs=dirs, partitions=partitions, tasks=tasks,
+                   retention_segments_deleted=snap.retention_segments_deleted,
+                   retention_bytes_deleted=snap.retention_bytes_deleted, cleaner=cleaner_all)
 
 
-def _cleaner_figures(cleaner: object) -> dict[str, object] | None:
-    """Whatever the LogCleaner exposes as metrics, made a plain dict."""
-    if cleaner is None:
-        return None
-    source = getattr(cleaner, "metrics", None)
-    if callable(source):
-        source = source()
-    if source is None:
-        return {}
-    if hasattr(source, "as_dict"):
-        return source.as_dict()
-    if hasattr(source, "__dataclass_fields__") and not isinstance(source, type):
-        return asdict(source)
-    return dict(source) if isinstance(source, dict) else {"value": source}
+def _cleaner_figures(cleaner: LogCleaner | None) -> dict[str, object] | None:
+    """The LogCleaner's gauges (``LogCleaner.metrics``) as a plain dict; ``None`` without one."""
+    return None if cleaner is None else dict(cleaner.metrics())

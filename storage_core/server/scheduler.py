@@ -214,7 +214,7 @@ class KafkaScheduler:
     def __enter__(self) -> "KafkaScheduler":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
     def __repr__(self) -> str:

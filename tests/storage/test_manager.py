@@ -35,7 +35,7 @@ from storage_core.log import Log
 from storage_core.server import (CLEANER_TASK, DELETE_LOGS_TASK, FLUSH_TASK, LOCK_FILE,
                                   LOG_START_OFFSET_TASK, RECOVERY_POINT_TASK, RETENTION_TASK,
                                   LogManager, LogManagerConfig)
-from storage_core.server import KafkaScheduler
+from storage_core.server import KafkaScheduler, LogManagerSnapshot, ManagerMetrics
 
 NOW = 1_800_000_000_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -596,6 +596,38 @@ def test_metrics_per_partition_and_dir(tmp_path: Path, clock: Clock) -> None:
         as_dict = m.as_dict()
         json.dumps(as_dict)                        # plain data all the way down
         assert {t["name"] for t in as_dict["tasks"]} >= {RETENTION_TASK, FLUSH_TASK, RECOVERY_POINT_TASK}
+
+
+def test_snapshot_is_what_metrics_read(tmp_path: Path, clock: Clock) -> None:
+    """mgr.snapshot(): the public state metrics are built from (ManagerMetrics.collect reads only
+    the snapshot): logs, dirs, retention totals, hand-run compaction rounds, the cleaner."""
+    with open_mgr(tmp_path, clock, cleaner_config=CleanerConfig()) as mgr:
+        mgr.alter_topic_config("k", {"cleanup.policy": "compact"})
+        keyed(mgr.get_or_create_log(("k", 0)), 10, 3)
+        mgr.get_or_create_log(("d", 0)).append(records(2))
+        rounds = mgr.compact(NOW)
+        snap = mgr.snapshot()
+        assert isinstance(snap, LogManagerSnapshot)
+        assert set(snap.logs) == {("k", 0), ("d", 0)} and snap.future_logs == {}
+        assert snap.log_dirs == [tmp_path.absolute()] and snap.had_clean_shutdown == {tmp_path.absolute(): False}
+        assert snap.cleaner is mgr.cleaner and snap.compaction_rounds == rounds and len(rounds) == 1
+        assert snap.uncleanable_partitions == set() and snap.load_errors == {}
+        assert {t.name for t in snap.tasks} >= {RETENTION_TASK, FLUSH_TASK}
+        assert set(snap.opened_at) == {log.dir for log in snap.all_logs}
+        snap.logs.clear()                              # a copy: the manager keeps its logs
+        assert set(mgr.logs) == {("k", 0), ("d", 0)}
+        from_snapshot = ManagerMetrics.collect(mgr.snapshot()).as_dict()
+        direct = mgr.metrics().as_dict()
+        for m in (from_snapshot, direct):          # rates and uptimes move with the clock
+            for part in m["partitions"]:
+                for key in [k for k in part if k.endswith("_rate") or k == "uptime_s"]:
+                    part.pop(key)
+            for d in m["dirs"]:
+                for key in [k for k in d if k.endswith("_rate")]:
+                    d.pop(key)
+        assert from_snapshot == direct
+        assert direct["cleaner"]["manual_rounds"] == 1
+        assert direct["partitions"][1]["cleaner"]["state"] is None    # ("k", 0), sorted after "d"
 
 
 # ---------------------------------------------------------------------------------- scheduler
