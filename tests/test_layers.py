@@ -21,6 +21,9 @@ fail shows up as a failing self-test):
 
 - no private name (one leading underscore, not a dunder) imported from another package (a
   package's ``__init__`` and its modules are one package);
+- from outside a layer package, a layer of storage_core is imported through its ``__init__``
+  (its facade), so a module split inside a package does not reach its importers; ``format``'s
+  modules are imported by name (pure functions over buffers, each module one part of the format);
 - no module over 700 lines, unless its module docstring says why in a sentence that names the
   rule with the words "700 lines" (for example "Over 700 lines: Kafka's ProducerStateManager is
   one class too, and splitting it would split one lock's invariants."); storage_core/log/log.py
@@ -71,6 +74,7 @@ PATCHED_FIELDS = HEADER_OFFSETS | {0, 8, 12}    # a patch call names a field: ba
 JAVA_POWERS = frozenset({31, 63})
 JAVA_LITERALS = frozenset({INT_MAX, LONG_MAX})
 COMMON = "storage_core/common.py"
+FACADE_LAYERS = frozenset({"index", "checkpoint", "producer", "log", "cleaner", "server", "tools"})
 LOG_FACADE = "storage_core/log/log.py"      # Log itself: under 700 lines, whatever its docstring says
 
 
@@ -262,6 +266,27 @@ def private_imports(src: Source) -> list[Offence]:
     return out
 
 
+def facade_imports(src: Source) -> list[Offence]:
+    """From outside a layer package, storage_core's layers are imported through their
+    ``__init__``; ``format`` is the exception (its modules are pure functions over buffers, and
+    importers name the module: ``storage_core.format.record_batch``)."""
+    out = []
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.ImportFrom):
+            targets = [_resolve(src, node)]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            if parts[0] != "storage_core" or len(parts) < 3 or parts[1] not in FACADE_LAYERS:
+                continue
+            if src.name.split(".")[:2] != parts[:2]:
+                out.append((node.lineno, f"imports {target}, not the {'.'.join(parts[:2])} facade"))
+    return out
+
+
 def long_module(src: Source) -> list[Offence]:
     lines = len(src.text.splitlines())
     if lines <= MAX_LINES:
@@ -413,6 +438,7 @@ def missing_annotations(src: Source) -> list[Offence]:
 
 RULES: dict[str, Rule] = {
     "private_imports": private_imports,
+    "facade_imports": facade_imports,
     "long_module": long_module,
     "logger_names": logger_names,
     "java_bounds": java_bounds,
@@ -448,6 +474,12 @@ RULE_CASES = [
     ("private_imports", "storage_core/log/log.py", "from .segment import _x, __all__\n", 0),
     ("private_imports", "storage_core/log/__init__.py", "from .segment import _x\n", 0),
     ("private_imports", "storage_core/log/log.py", "from numpy import _x\n", 0),
+    ("facade_imports", "storage_core/log/log.py", "from ..index.abstract_index import index_oversized\n", 1),
+    ("facade_imports", "kafka_log_source/reader.py", "import storage_core.log.segment\n", 1),
+    ("facade_imports", "kafka_log_source/reader.py", "from storage_core.log.view import LogView\n", 1),
+    ("facade_imports", "storage_core/log/log.py",
+     "from ..index import OffsetIndex\nfrom .segment import LogSegment\nfrom ..format.record_batch import X\n"
+     "from ..errors import E\nfrom storage_core.log import Log\n", 0),
     ("long_module", "storage_core/x.py", '"""Short."""\n' + "x = 1\n" * 700, 1),
     ("long_module", "storage_core/x.py", '"""Over 700 lines: why."""\n' + "x = 1\n" * 700, 0),
     ("long_module", "storage_core/x.py", '"""Short."""\n' + "x = 1\n" * 699, 0),
