@@ -1,13 +1,16 @@
 # Two commands set everything up on a fresh machine (Python 3.11+ and Java 17+ are all it needs):
 #   make demo   - create .venv, install kafkalog and its dependencies, run the demo end to end
 #   make test   - the same set-up, then the whole test suite (first fetching Apache Kafka's and
-#                 Spark's Kafka connector's jars from Maven Central for tests/interop, when mvn exists)
+#                 Spark's Kafka connector's jars from Maven Central for tests/interop, when mvn exists);
+#                 the suite includes the lint, layering and type checks (tests/test_packaging.py,
+#                 tests/test_layers.py, tests/test_typing.py), with the tools pinned in pyproject.toml
+#   make lint   - those three checks alone: ruff, import-linter's contracts, mypy
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench check-java interop-jars clean
+.PHONY: demo test lint bench check-java interop-jars clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "kafkalog needs Python 3.11 or newer, found " + sys.version.split()[0]'
@@ -29,6 +32,11 @@ interop-jars:
 test: $(STAMP) check-java interop-jars
 	$(PY) -m pytest -q
 
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m mypy
+
 bench: $(STAMP)
 	$(PY) bench/record_codec.py
 	$(PY) bench/storage.py
@@ -36,4 +44,4 @@ bench: $(STAMP)
 	$(PY) bench/spark_write.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .interop
+	rm -rf $(VENV) build *.egg-info .pytest_cache .interop .mypy_cache .import_linter_cache

@@ -1,12 +1,12 @@
 """The index base shared by ``.index`` and ``.timeindex`` (Kafka's ``AbstractIndex``: memory-mapped
-for the writer, positioned reads for readers), and the lazy wrapper segments hold them in (Kafka's
-``LazyIndex``).
+for the writer, positioned reads for readers), and the entry helpers both subclasses use.
 
 An index file is a flat array of fixed-size big-endian entries. It is preallocated while its
 segment is active (sparse, zero-filled) and trimmed to its entries on close, exactly as Kafka
 does; on open the number of entries is the file length divided by the entry size, with no scan
-for zero slots (kafka_format.md §8.1). A writable index is mapped with :mod:`mmap` and searched
-with ``np.searchsorted`` over a big-endian field view of the mapping (no copy of the file).
+for zero slots (Kafka's ``AbstractIndex`` constructor: "set position to last entry"). A
+writable index is mapped with :mod:`mmap` and searched with ``np.searchsorted`` over a
+big-endian field view of the mapping (no copy of the file).
 
 A read-only index is never mapped: the writer (this or another process) trims the file on roll,
 close and truncation, and touching a mapped page past the new end of file is SIGBUS. It holds the
@@ -23,7 +23,7 @@ configuration allows (an int: 2 GiB - 1; 0 entries, the segment is scanned). See
 
 Errors: a full index raises :class:`IndexFullError` (a ``ValueError``; Kafka's
 ``IllegalArgumentException``); an out-of-order offset :class:`~storage_core.errors.InvalidOffsetError`;
-a relative offset outside ``[0, 2**31-1]`` :class:`~storage_core.errors.OffsetOverflowError`;
+a relative offset outside ``[0, Integer.MAX_VALUE]`` :class:`~storage_core.errors.OffsetOverflowError`;
 ``entry(n)`` past the entries ``IndexError``; a write through an index opened read-only
 ``io.UnsupportedOperation``; any use of a closed index ``ValueError``. Every message names the file.
 """
@@ -38,27 +38,23 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar, Generic, Literal, Self, TypeVar
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 
+from ..common import INT_MAX
 from ..data_files import open_data_file
 from ..errors import InvalidConfigError, KafkaLogError, OffsetOverflowError
 
-if TYPE_CHECKING:
-    from .offset_index import OffsetIndex
-    from .time_index import TimeIndex
-
-__all__ = ["AbstractIndex", "IndexFullError", "LazyIndex", "DEFAULT_MAX_INDEX_SIZE", "index_oversized",
-           "index_file_oversized"]
+__all__ = ["AbstractIndex", "IndexFullError", "DEFAULT_MAX_INDEX_SIZE", "index_oversized",
+           "index_file_oversized", "entry_columns"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024   # segment.index.bytes (kafka_format.md §17)
-INT32_MAX = 2**31 - 1
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024   # segment.index.bytes (LogConfig.DEFAULT_SEGMENT_INDEX_BYTES)
 _WARM_BYTES = 8192        # AbstractIndex.warmEntries(): the last 8 KiB of entries are "warm"
 _DIRECT_SEARCH = 4096     # below this many entries one searchsorted over the section is cheapest
 _PREAD_BLOCK = 8192       # read-only search: bytes read at once once the binary search is this close
@@ -98,10 +94,23 @@ def index_file_oversized(path: str | os.PathLike[str], max_index_size: int, entr
         return False
 
 
+def entry_columns(entries: Sequence[tuple[int, int]] | np.ndarray) -> np.ndarray:
+    """Index entries as an ``(n, 2)`` array: int64, or of Python ints when a value does not fit
+    int64 (the checks then still report it, as they would have entry by entry)."""
+    if isinstance(entries, np.ndarray) and entries.dtype == np.int64:
+        return entries.reshape(-1, 2)
+    if isinstance(entries, np.ndarray):
+        entries = entries.tolist()          # no silent cast of other dtypes
+    try:
+        return np.array(entries, np.int64).reshape(-1, 2)
+    except OverflowError:
+        return np.array(entries, object).reshape(-1, 2)
+
+
 def _searchsorted(keys: np.ndarray, target: int, side: Side, warm: int) -> int:
     """``np.searchsorted(keys, target, side)`` over a sorted, strided, big-endian field view,
     touching O(sqrt n) entries instead of byte-swapping the whole array (searchsorted copies a
-    non-native view to native order first: ~1 ms for a full 10 MiB index, ~8 us this way).
+    non-native view to native order first, so one plain search would byte-swap every entry).
 
     Like AbstractIndex.indexSlotRangeFor, the last ``warm`` entries are tried first: in-sync
     readers look up near the end, and those pages stay in the page cache.
@@ -185,7 +194,7 @@ class AbstractIndex:
                 self._length = self._entries = 0
                 return
             self._length = os.fstat(self._fd).st_size
-            limit = max(self._max_index_size, INT32_MAX)
+            limit = max(self._max_index_size, INT_MAX)
             if index_oversized(self._length, limit, es):
                 logger.warning("Ignoring %s %s: %d bytes, more than segment.index.bytes (at most %d) "
                                "allows; the segment is read by scanning", self._KIND, self._path,
@@ -318,12 +327,12 @@ class AbstractIndex:
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` fits the 32-bit relative offsets of this index."""
-        return 0 <= offset - self._base_offset <= INT32_MAX
+        return 0 <= offset - self._base_offset <= INT_MAX
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``, or OffsetOverflowError if it does not fit in 31 bits."""
         rel = offset - self._base_offset
-        if not 0 <= rel <= INT32_MAX:
+        if not 0 <= rel <= INT_MAX:
             raise OffsetOverflowError(
                 f"Integer overflow for offset: {offset} ({self._path}, base offset "
                 f"{self._base_offset})")
@@ -374,8 +383,16 @@ class AbstractIndex:
         return data.ljust(self.ENTRY_SIZE, b"\0"), 0
 
     @classmethod
+    def _field(cls, field: str) -> tuple[np.dtype, int]:
+        """The dtype and the byte offset in an entry of one field of the entry layout."""
+        fields = cls._DTYPE.fields
+        assert fields is not None, cls._DTYPE     # _DTYPE is a structured dtype
+        dtype, at = fields[field][:2]
+        return dtype, at
+
+    @classmethod
     def _field_struct(cls, field: str) -> struct.Struct:
-        return _KEY_STRUCTS[cls._DTYPE.fields[field][0].itemsize]
+        return _KEY_STRUCTS[cls._field(field)[0].itemsize]
 
     def _shrunk(self) -> _Shrunk:
         """The file was trimmed since open: keep the entries it still holds."""
@@ -397,12 +414,13 @@ class AbstractIndex:
 
     def _search_pread_once(self, field: str, target: int, side: Side) -> int:
         n = self._entries
-        info = np.iinfo(self._DTYPE.fields[field][0])
+        dtype, at = self._field(field)
+        info = np.iinfo(dtype)
         if n == 0 or self._fd < 0 or target < info.min:
             return 0
         if target > info.max:
             return n
-        es, at = self.ENTRY_SIZE, self._DTYPE.fields[field][1]
+        es = self.ENTRY_SIZE
         key = self._field_struct(field)
         fd, size, unpack, pread = self._fd, key.size, key.unpack, os.pread
         right = side == "right"
@@ -564,101 +582,3 @@ class AbstractIndex:
         state = "closed" if self._closed else ("rw" if self._writable else "ro")
         return (f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, "
                 f"entries={self._entries}, max_entries={self.max_entries}, {state})")
-
-
-IndexT = TypeVar("IndexT", bound=AbstractIndex)
-
-
-class LazyIndex(Generic[IndexT]):
-    """Defers opening (mapping) an index until ``get()`` (Kafka's ``LazyIndex``): a broker with
-    thousands of segments opens only the indexes it reads. Before loading, ``rename_to``,
-    ``update_parent_dir``, ``delete_if_exists`` and ``close`` act on the path alone; after, they
-    delegate to the index. Thread safe."""
-
-    def __init__(self, path: str | os.PathLike[str], loader: Callable[[Path], IndexT]) -> None:
-        self._path = Path(path)
-        self._loader = loader
-        self._index: IndexT | None = None
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def for_offset(path: str | os.PathLike[str], base_offset: int,
-                   max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-                   writable: bool = True) -> LazyIndex[OffsetIndex]:
-        from .offset_index import OffsetIndex
-        return LazyIndex(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable))
-
-    @staticmethod
-    def for_time(path: str | os.PathLike[str], base_offset: int,
-                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-                 writable: bool = True) -> LazyIndex[TimeIndex]:
-        from .time_index import TimeIndex
-        return LazyIndex(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable))
-
-    @property
-    def path(self) -> Path:
-        index = self._index
-        return index.path if index is not None else self._path
-
-    @property
-    def is_loaded(self) -> bool:
-        return self._index is not None
-
-    def get(self) -> IndexT:
-        """The index, opened on the first call (OSError, e.g. a missing directory, surfaces here)."""
-        index = self._index
-        if index is not None:
-            return index
-        with self._lock:
-            if self._index is None:
-                self._index = self._loader(self._path)
-            return self._index
-
-    def update_parent_dir(self, parent_dir: str | os.PathLike[str]) -> None:
-        with self._lock:
-            if self._index is not None:
-                self._index.update_parent_dir(parent_dir)
-            else:
-                self._path = Path(parent_dir) / self._path.name
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        new_path = Path(new_path)
-        with self._lock:
-            if self._index is not None:
-                self._index.rename_to(new_path)
-                return
-            try:
-                os.replace(self._path, new_path)
-            except FileNotFoundError:
-                # never created (or already deleted): nothing to move, as Kafka's IndexFile
-                if self._path.exists():
-                    raise
-            finally:
-                self._path = new_path
-
-    def delete_if_exists(self) -> bool:
-        with self._lock:
-            if self._index is not None:
-                return self._index.delete_if_exists()
-            try:
-                self._path.unlink()
-            except FileNotFoundError:
-                return False
-            return True
-
-    def close(self) -> None:
-        with self._lock:
-            if self._index is not None:
-                self._index.close()
-
-    def close_handler(self) -> None:
-        with self._lock:
-            if self._index is not None:
-                self._index.close_handler()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()

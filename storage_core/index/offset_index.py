@@ -1,4 +1,4 @@
-"""The offset index ``.index`` (Kafka's ``OffsetIndex``, kafka_format.md §8).
+"""The offset index ``.index`` (Kafka's ``OffsetIndex``).
 
 A sparse map from offsets to byte positions in the segment's ``.log``: 8-byte big-endian entries
 ``(int32 offset - baseOffset, int32 position)``. An entry ``(O, P)`` says the append (or, after
@@ -15,8 +15,9 @@ from typing import NoReturn
 
 import numpy as np
 
+from ..common import INT_MAX
 from ..errors import CorruptIndexError, InvalidOffsetError
-from .abstract_index import INT32_MAX, AbstractIndex, IndexFullError
+from .abstract_index import AbstractIndex, IndexFullError, entry_columns
 
 __all__ = ["OffsetIndex", "OffsetPosition"]
 
@@ -29,19 +30,6 @@ class OffsetPosition:
 
     offset: int
     position: int
-
-
-def entry_columns(entries: Sequence[tuple[int, int]] | np.ndarray) -> np.ndarray:
-    """Index entries as an ``(n, 2)`` array: int64, or of Python ints when a value does not fit
-    int64 (the checks then still report it, as they would have entry by entry)."""
-    if isinstance(entries, np.ndarray) and entries.dtype == np.int64:
-        return entries.reshape(-1, 2)
-    if isinstance(entries, np.ndarray):
-        entries = entries.tolist()          # no silent cast of other dtypes
-    try:
-        return np.array(entries, np.int64).reshape(-1, 2)
-    except OverflowError:
-        return np.array(entries, object).reshape(-1, 2)
 
 
 class OffsetIndex(AbstractIndex):
@@ -90,7 +78,8 @@ class OffsetIndex(AbstractIndex):
     def fetch_upper_bound_offset(self, fetch_position: int,
                                  fetch_size: int) -> OffsetPosition | None:
         """The first entry whose position is >= ``fetch_position + fetch_size``: an offset surely
-        past the fetched bytes (bounds the ``.txnindex`` search, §10); None if there is none."""
+        past the fetched bytes (bounds the ``.txnindex`` search, as in Kafka's
+        ``LocalLog.addAbortedTransactions``); None if there is none."""
         with self._lock:
             self._check_open()
             slot = self._search("position", fetch_position + fetch_size, "left")
@@ -108,7 +97,7 @@ class OffsetIndex(AbstractIndex):
                     f"Attempt to append an offset {offset} to position {self._entries} no larger "
                     f"than the last offset appended ({self._last_offset}) to {self._path}")
             rel = self.relative_offset(offset)
-            if not 0 <= position <= INT32_MAX:
+            if not 0 <= position <= INT_MAX:
                 raise ValueError(f"Position {position} for offset {offset} does not fit the int32 "
                                  f"positions of {self._path}")
             self._check_writable()
@@ -136,8 +125,8 @@ class OffsetIndex(AbstractIndex):
             # valid offsets strictly increase, so the first and last bound them all
             if not ((n == 1 or bool((offsets[1:] > offsets[:-1]).all()))
                     and (not self._entries or first > self._last_offset)
-                    and base <= first and last <= base + INT32_MAX
-                    and positions.min() >= 0 and positions.max() <= INT32_MAX):
+                    and base <= first and last <= base + INT_MAX
+                    and positions.min() >= 0 and positions.max() <= INT_MAX):
                 self._raise_first_invalid(offsets, positions)
             self._check_writable()
             assert self._mm is not None
@@ -145,7 +134,7 @@ class OffsetIndex(AbstractIndex):
             rows["relative_offset"] = offsets - base
             rows["position"] = positions
             at = self._entries * self.ENTRY_SIZE
-            self._mm[at:at + rows.nbytes] = rows
+            self._mm[at:at + rows.nbytes] = rows.data      # the entries as a buffer, no copy
             self._entries += n
             self._last_offset = last
 
@@ -154,8 +143,8 @@ class OffsetIndex(AbstractIndex):
         (bounds compared, not subtracted: no int64 wrap), then the first failing entry's, in
         order, with its numbers."""
         base = self._base_offset
-        bad = ((positions < 0) | (positions > INT32_MAX)
-               | (offsets < base) | (offsets > base + INT32_MAX))
+        bad = ((positions < 0) | (positions > INT_MAX)
+               | (offsets < base) | (offsets > base + INT_MAX))
         bad[1:] |= offsets[1:] <= offsets[:-1]
         if self._entries:
             bad[0] |= offsets[0] <= self._last_offset
@@ -166,7 +155,7 @@ class OffsetIndex(AbstractIndex):
             raise InvalidOffsetError(
                 f"Attempt to append an offset {offset} to position {self._entries + i} no "
                 f"larger than the last offset appended ({last}) to {self._path}")
-        if not 0 <= position <= INT32_MAX:
+        if not 0 <= position <= INT_MAX:
             raise ValueError(f"Position {position} for offset {offset} does not fit the int32 "
                              f"positions of {self._path}")
         self.relative_offset(offset)                    # OffsetOverflowError

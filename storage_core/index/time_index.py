@@ -1,4 +1,4 @@
-"""The time index ``.timeindex`` (Kafka's ``TimeIndex``, kafka_format.md §9).
+"""The time index ``.timeindex`` (Kafka's ``TimeIndex``).
 
 12-byte big-endian entries ``(int64 timestamp, int32 offset - baseOffset)``. An entry ``(T, O)``
 says the largest timestamp in the segment up to the batch ending at ``O`` is ``T``, so any
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..common import INT_MAX
 from ..errors import CorruptIndexError, InvalidOffsetError
-from .abstract_index import INT32_MAX, AbstractIndex, IndexFullError
-from .offset_index import entry_columns
+from .abstract_index import AbstractIndex, IndexFullError, entry_columns
 
 __all__ = ["TimeIndex", "TimestampOffset"]
 
@@ -140,7 +140,7 @@ class TimeIndex(AbstractIndex):
                     and int(timestamps[0]) > last.timestamp
                     and int(timestamps[-1]) <= _INT64.max
                     and (not self._entries or low_off >= last.offset)
-                    and base <= low_off and high_off <= base + INT32_MAX
+                    and base <= low_off and high_off <= base + INT_MAX
                     and self._entries + n - 1 < self.max_entries - 1):   # last slot: not full
                 # the usual case (a segment's entries): every timestamp above the one before,
                 # so every entry goes in, in order and in range
@@ -156,7 +156,7 @@ class TimeIndex(AbstractIndex):
             rows["timestamp"] = new_ts
             rows["relative_offset"] = new_off - base
             at = self._entries * self.ENTRY_SIZE
-            self._mm[at:at + rows.nbytes] = rows
+            self._mm[at:at + rows.nbytes] = rows.data      # the entries as a buffer, no copy
             self._entries += m
             self._last_entry = TimestampOffset(int(new_ts[-1]), int(new_off[-1]))
 
@@ -173,14 +173,14 @@ class TimeIndex(AbstractIndex):
         before = np.maximum.accumulate(np.concatenate(([last.timestamp], timestamps)))[:-1]
         appended = timestamps > before
         new_ts, new_off = timestamps[appended], offsets[appended]
-        done = np.cumsum(appended) - appended               # entries appended before entry i
+        done: np.ndarray = np.cumsum(appended) - appended   # entries appended before entry i
         slot = self._entries + done
         last_off = np.concatenate(([last.offset], new_off))[done]
         seen = slot > 0                     # an index with entries: the order checks apply
         bad = ((slot >= self.max_entries - 1)                           # is_full()
                | (seen & ((offsets < last_off) | (timestamps < before)))
                | (appended & ((timestamps > _INT64.max)
-                              | (offsets < base) | (offsets > base + INT32_MAX))))
+                              | (offsets < base) | (offsets > base + INT_MAX))))
         hit = np.flatnonzero(bad)
         if not hit.size:
             return new_ts, new_off

@@ -1,5 +1,4 @@
-"""The transaction index ``.txnindex`` (Kafka's ``TransactionIndex`` and ``AbortedTxn``,
-kafka_format.md §10).
+"""The transaction index ``.txnindex`` (Kafka's ``TransactionIndex`` and ``AbortedTxn``).
 
 An append-only file of 34-byte big-endian entries, one per aborted (non-empty) transaction whose
 ABORT marker landed in the segment: ``int16 version (0), int64 producerId, int64 firstOffset,
