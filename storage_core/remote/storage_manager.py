@@ -476,7 +476,7 @@ class PyArrowRemoteStorageManager:
     def fetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                           end_position: int | None = None) -> RemoteInputStream:
         """Bytes ``start_position`` to ``end_position`` (inclusive; default the end) of the
-        ``.log``. The object's size is taken from the metadata, so opening costs no request."""
+        ``.log``, bounded by the segment size in the metadata."""
         size = metadata.segment_size_in_bytes
         if start_position < 0:
             raise ValueError(f"Start position must be positive: {start_position}")
@@ -489,7 +489,7 @@ class PyArrowRemoteStorageManager:
         path = self.object_path(metadata, RemoteLogSegmentFileType.SEGMENT)
         what = f"{describe_segment(metadata)}, object {path} in {self.store}"
         try:
-            file = self.filesystem.open_input_file(pafs.FileInfo(path, pafs.FileType.File, size=size))
+            file = self.filesystem.open_input_file(path)
         except OSError as e:
             raise _storage_error(f"Fetching {what}", e) from e
         return RemoteInputStream(file, start_position, end_position + 1, what)

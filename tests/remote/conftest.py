@@ -156,9 +156,10 @@ class SeaweedFS:
 
     def _wait_ready(self) -> None:
         """Until the bucket answers a signed listing (the S3 gateway is up, the credentials are
-        loaded and the bucket exists)."""
+        loaded and the bucket exists) and an object can be written and read back."""
         import pyarrow.fs as pafs
         fs = self.filesystem()
+        probe = f"{self.bucket}/.ready-probe"
         deadline = time.monotonic() + START_TIMEOUT
         last = None
         while time.monotonic() < deadline:
@@ -174,7 +175,13 @@ class SeaweedFS:
                 continue
             try:
                 fs.get_file_info(pafs.FileSelector(self.bucket, allow_not_found=False))
-                return
+                # a write and a read back: after a restart the filer lists before the volume
+                # server has registered its volumes, and reading a chunk fails until it has
+                with fs.open_output_stream(probe) as out:
+                    out.write(b"ready")
+                with fs.open_input_file(probe) as f:
+                    if f.read() == b"ready":
+                        return
             except OSError as e:
                 last = e
                 time.sleep(0.2)
