@@ -90,24 +90,28 @@ class RemoteLogSegmentId:
         return f"RemoteLogSegmentId{{topicIdPartition={self.topic_id_partition}, id={topic_id_to_str(self.id)}}}"
 
 
-class RemoteLogSegmentState(enum.IntEnum):
-    """``RemoteLogSegmentState`` with Kafka's ids (the int8 written in the metadata records)."""
-
-    COPY_SEGMENT_STARTED = 0
-    COPY_SEGMENT_FINISHED = 1
-    DELETE_SEGMENT_STARTED = 2
-    DELETE_SEGMENT_FINISHED = 3
+class _StateEnum(enum.IntEnum):
+    """A Kafka state enum: ``id()`` is the byte written in the records, ``forId`` looks one up."""
 
     @property
     def id(self) -> int:
         return int(self)
 
     @classmethod
-    def for_id(cls, state_id: int) -> "RemoteLogSegmentState":
+    def for_id(cls, state_id: int):
         try:
             return cls(state_id)
         except ValueError:
-            raise InvalidRemoteLogMetadataError(f"unknown RemoteLogSegmentState id {state_id}") from None
+            raise InvalidRemoteLogMetadataError(f"unknown {cls.__name__} id {state_id}") from None
+
+
+class RemoteLogSegmentState(_StateEnum):
+    """``RemoteLogSegmentState`` with Kafka's ids (the int8 written in the metadata records)."""
+
+    COPY_SEGMENT_STARTED = 0
+    COPY_SEGMENT_FINISHED = 1
+    DELETE_SEGMENT_STARTED = 2
+    DELETE_SEGMENT_FINISHED = 3
 
     @staticmethod
     def is_valid_transition(src: "RemoteLogSegmentState | None", target: "RemoteLogSegmentState") -> bool:
@@ -131,23 +135,12 @@ _SEGMENT_TRANSITIONS = frozenset({
 })
 
 
-class RemotePartitionDeleteState(enum.IntEnum):
+class RemotePartitionDeleteState(_StateEnum):
     """``RemotePartitionDeleteState`` with Kafka's ids."""
 
     DELETE_PARTITION_MARKED = 0
     DELETE_PARTITION_STARTED = 1
     DELETE_PARTITION_FINISHED = 2
-
-    @property
-    def id(self) -> int:
-        return int(self)
-
-    @classmethod
-    def for_id(cls, state_id: int) -> "RemotePartitionDeleteState":
-        try:
-            return cls(state_id)
-        except ValueError:
-            raise InvalidRemoteLogMetadataError(f"unknown RemotePartitionDeleteState id {state_id}") from None
 
     @staticmethod
     def is_valid_transition(src: "RemotePartitionDeleteState | None", target: "RemotePartitionDeleteState") -> bool:
