@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from storage_core.producer import snapshot_path
 from storage_core.remote import (IndexType, LogSegmentData, PyArrowRemoteStorageManager,
                                  RemoteLogSegmentId, RemoteLogSegmentMetadata,
                                  RemoteResourceNotFoundError, RemoteStorageError, RemoteStorageManager,
-                                 RetriableRemoteStorageError, TopicIdPartition)
+                                 RetriableRemoteStorageError, TopicIdPartition, serialize)
 
 TOPIC_ID = topic_id_from_str("jF8s79t9SrG_PNqlwv7bAA")
 TIP = TopicIdPartition(TOPIC_ID, ("tieredTopic", 0))
@@ -305,3 +306,72 @@ def test_bad_settings_are_refused_naming_the_key(configs, match):
 def test_log_segment_data_requires_its_files():
     with pytest.raises(InvalidConfigError, match="log_segment"):
         LogSegmentData(None, Path("a"), Path("b"), None, Path("c"), b"")
+
+
+# ------------------------------------------------------------------------------ Kafka's LocalTieredStorage
+
+@pytest.fixture(scope="module")
+def tiered_probe(local_tiered_storage_classpath, tmp_path_factory):
+    """Runs tests/remote/TieredStorageProbe.java: Kafka's own LocalTieredStorage over a folder."""
+    out = tmp_path_factory.mktemp("tiered-probe")
+    source = Path(__file__).with_name("TieredStorageProbe.java")
+    done = subprocess.run(["javac", "-cp", local_tiered_storage_classpath, "-d", str(out), str(source)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    def run(*args: str) -> str:
+        done = subprocess.run(["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+                               f"{out}:{local_tiered_storage_classpath}", "TieredStorageProbe", *map(str, args)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"TieredStorageProbe {args[0]} failed:\n{done.stderr[-4000:]}"
+        return done.stdout
+
+    return run
+
+
+def test_kafkas_local_tiered_storage_reads_what_we_write_and_we_read_what_it_writes(segments, tiered_probe,
+                                                                                   tmp_path):
+    """The layout is LocalTieredStorage's own: Kafka's class fetches every object we copied (and
+    says the transaction index of a segment without one is not found), lists every fileset
+    (its traverse parses every name under kafka-tiered-storage/), and what it copies we fetch."""
+    root = tmp_path / "shared"
+    rsm = PyArrowRemoteStorageManager({"dir": str(root)})
+    ours = [seg.metadata() for seg in segments]
+    for seg, md in zip(segments, ours):
+        rsm.copy_log_segment_data(md, seg.data)
+    # a copy that failed half way leaves nothing Kafka's listing trips over
+    with pytest.raises(RemoteStorageError):
+        rsm.copy_log_segment_data(segments[1].metadata(), LogSegmentData(
+            tmp_path / "gone.log", *[getattr(segments[1].data, f) for f in
+                                     ("offset_index", "time_index", "transaction_index", "producer_snapshot_index",
+                                      "leader_epoch_index")]))
+    for seg, md in zip(segments, ours):
+        out = tmp_path / f"kafka-read-{seg.base}"
+        out.mkdir()
+        tiered_probe("fetch", root, serialize(md).hex(), out)
+        local = seg.local_bytes()
+        assert (out / "SEGMENT").read_bytes() == local[".log"]
+        for index_type, suffix in [("OFFSET", ".index"), ("TIMESTAMP", ".timeindex"),
+                                   ("PRODUCER_SNAPSHOT", ".snapshot"), ("LEADER_EPOCH", ".leader_epoch_checkpoint")]:
+            assert (out / index_type).read_bytes() == local[suffix], index_type
+        if ".txnindex" in local:
+            assert (out / "TRANSACTION").read_bytes() == local[".txnindex"]
+        else:
+            assert (out / "TRANSACTION.missing").exists() and not (out / "TRANSACTION").exists()
+
+    # the other way: Kafka copies, we fetch
+    theirs = segments[0].metadata()
+    d = segments[0].data
+    epochs = tmp_path / "epochs"
+    epochs.write_bytes(d.leader_epoch_index)
+    tiered_probe("copy", root, serialize(theirs).hex(), d.log_segment, d.offset_index, d.time_index,
+                 d.transaction_index or "-", d.producer_snapshot_index, epochs)
+    assert read_all(rsm.fetch_log_segment(theirs, 0)) == segments[0].local_bytes()[".log"]
+    for index_type, suffix in [(IndexType.OFFSET, ".index"), (IndexType.TIMESTAMP, ".timeindex"),
+                               (IndexType.TRANSACTION, ".txnindex"), (IndexType.PRODUCER_SNAPSHOT, ".snapshot"),
+                               (IndexType.LEADER_EPOCH, ".leader_epoch_checkpoint")]:
+        assert read_all(rsm.fetch_index(theirs, index_type)) == segments[0].local_bytes()[suffix]
+
+    listed = tiered_probe("traverse", root).split()
+    ids = {topic_id_to_str(md.remote_log_segment_id.id) for md in (*ours, theirs)}
+    assert {w for w in listed if w in ids} == ids and "tieredTopic" in listed
