@@ -8,7 +8,7 @@ from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMe
                        RemotePartitionDeleteState, TopicIdPartition)
 from .metadata_serde import API_KEY_NAMES, RemoteLogMetadataSerde, deserialize, serialize
 from .remote_errors import (CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError,
-                            RemoteResourceNotFoundError, RemoteStorageError,
+                            RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
                             RetriableRemoteStorageError)
 from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX, IndexType,
                               LogSegmentData, PyArrowRemoteStorageManager, RemoteInputStream,
@@ -26,7 +26,8 @@ __all__ = [
     "RemoteLogMetadata", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
     "RemoteLogSegmentFileType", "RemoteLogSegmentId", "RemoteLogSegmentMetadata",
     "RemoteLogSegmentMetadataSnapshot", "RemoteLogSegmentMetadataUpdate", "RemoteLogSegmentState",
-    "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemoteResourceNotFoundError",
+    "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemotePositionError",
+    "RemoteResourceNotFoundError",
     "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicIdPartition",
     "deserialize", "partition_dir_name", "segment_file_name", "serialize",
 ]

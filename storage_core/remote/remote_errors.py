@@ -29,3 +29,8 @@ class InvalidRemoteLogMetadataError(KafkaLogError, ValueError):
 class CorruptRemoteLogMetadataError(CorruptRecordError):
     """Bytes that are not a ``RemoteLogMetadataSerde`` value: bad framing, a length beyond the
     buffer, trailing bytes. ``position`` is the byte position in the value."""
+
+
+class RemotePositionError(KafkaLogError, ValueError):
+    """A byte range outside a remote segment's ``.log`` (the checks of ``LocalTieredStorage``'s
+    ``fetchLogSegment``); names the positions, the segment and its size."""

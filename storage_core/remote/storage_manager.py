@@ -50,7 +50,8 @@ from ..data_files import open_data_file
 from ..errors import InvalidConfigError
 from ..log import filename_prefix
 from .metadata import RemoteLogSegmentMetadata, TopicIdPartition
-from .remote_errors import RemoteResourceNotFoundError, RemoteStorageError, RetriableRemoteStorageError
+from .remote_errors import (RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
+                            RetriableRemoteStorageError)
 
 logger = logging.getLogger(__name__)
 
@@ -369,7 +370,9 @@ class PyArrowRemoteStorageManager:
     """
 
     def __init__(self, configs: Mapping[str, object]) -> None:
-        self.configs = {k: v for k, v in configs.items() if k not in _SECRET_KEYS}   # nothing secret kept
+        # nothing secret kept: no secret keys, no credentials inside the URI
+        self.configs = {k: (_redacted(str(v)) if k == "storage.uri" else v)
+                        for k, v in configs.items() if k not in _SECRET_KEYS}
         self.filesystem, root, self.store = _open_store(configs)
         self.root = f"{root}/{ROOT_STORAGE_DIR_NAME}" if root else ROOT_STORAGE_DIR_NAME
         self.uploads = f"{root}/{UPLOADS_DIR_NAME}" if root else UPLOADS_DIR_NAME
@@ -479,13 +482,18 @@ class PyArrowRemoteStorageManager:
         ``.log``, bounded by the segment size in the metadata."""
         size = metadata.segment_size_in_bytes
         if start_position < 0:
-            raise ValueError(f"Start position must be positive: {start_position}")
+            raise RemotePositionError(f"Start position must be positive: {start_position}")
         if end_position is None:
+            if start_position > size:
+                raise RemotePositionError(f"Start position {start_position} is beyond {describe_segment(metadata)} "
+                                          f"of {size} bytes")
             end_position = size - 1
-        if end_position < start_position - 1:
-            raise ValueError(f"End position {end_position} cannot be less than start position {start_position}")
-        if end_position >= size:
-            raise ValueError(f"End position {end_position} is beyond {describe_segment(metadata)} of {size} bytes")
+        elif end_position < start_position:
+            raise RemotePositionError(f"End position {end_position} cannot be less than start position "
+                                      f"{start_position}")
+        elif end_position >= size:
+            raise RemotePositionError(f"End position {end_position} is beyond {describe_segment(metadata)} "
+                                      f"of {size} bytes")
         path = self.object_path(metadata, RemoteLogSegmentFileType.SEGMENT)
         what = f"{describe_segment(metadata)}, object {path} in {self.store}"
         try:

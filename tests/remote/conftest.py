@@ -125,7 +125,7 @@ class SeaweedFS:
         flags = [f"-{flag}={port}" for flag, port in self.ports.items()]
         return [self.binary, "mini", f"-dir={self.data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", *flags,
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
-                "-master.telemetry=false", f"-bucket={self.bucket}"]
+                "-master.telemetry=false"]       # the bucket: S3_BUCKET in its environment
 
     def start(self) -> "SeaweedFS":
         assert not self.running, "SeaweedFS is already running"

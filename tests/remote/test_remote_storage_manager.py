@@ -25,7 +25,8 @@ from storage_core.log import Log, segment_paths
 from storage_core.producer import snapshot_path
 from storage_core.remote import (IndexType, LogSegmentData, PyArrowRemoteStorageManager,
                                  RemoteLogSegmentId, RemoteLogSegmentMetadata,
-                                 RemoteResourceNotFoundError, RemoteStorageError, RemoteStorageManager,
+                                 RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
+                                 RemoteStorageManager,
                                  RetriableRemoteStorageError, TopicIdPartition, serialize)
 
 TOPIC_ID = topic_id_from_str("jF8s79t9SrG_PNqlwv7bAA")
@@ -120,6 +121,15 @@ def expected_names(md: RemoteLogSegmentMetadata, with_txn: bool) -> set[str]:
     return {name + s for s in SUFFIXES if with_txn or s != ".txnindex"}
 
 
+def small_segment_data(folder: Path) -> LogSegmentData:
+    """Side files of a few bytes: for tests of the configuration, not of the layout."""
+    names = {}
+    for name, content in [("log", b"data"), ("index", b""), ("timeindex", b""), ("snapshot", b"s")]:
+        names[name] = folder / f"small.{name}"
+        names[name].write_bytes(content)
+    return LogSegmentData(names["log"], names["index"], names["timeindex"], None, names["snapshot"], b"0\n0\n")
+
+
 def read_all(stream, chunk: int | None = None) -> bytes:
     with stream:
         if chunk is None:
@@ -149,7 +159,7 @@ def test_copy_writes_localtieredstorage_layout_and_everything_reads_back_byte_eq
         assert read_all(rsm.fetch_log_segment(md, 0)) == log
         assert read_all(rsm.fetch_log_segment(md, 0), chunk=997) == log
         for start, end in [(0, 0), (1, 61), (len(log) // 3, len(log) // 2), (len(log) - 1, None),
-                           (len(log) - 70, len(log) - 1), (5, 4)]:
+                           (len(log) - 70, len(log) - 1), (len(log), None)]:
             assert read_all(rsm.fetch_log_segment(md, start, end)) == log[start:None if end is None else end + 1]
         for index_type, suffix in [(IndexType.OFFSET, ".index"), (IndexType.TIMESTAMP, ".timeindex"),
                                    (IndexType.PRODUCER_SNAPSHOT, ".snapshot"),
@@ -159,10 +169,14 @@ def test_copy_writes_localtieredstorage_layout_and_everything_reads_back_byte_eq
     with pytest.raises(RemoteResourceNotFoundError, match="TRANSACTION not found") as e:
         rsm.fetch_index(mds[1], IndexType.TRANSACTION)
     assert str(segments[1].base) in str(e.value) and rsm.store in str(e.value)
-    with pytest.raises(ValueError, match="beyond"):
+    with pytest.raises(RemotePositionError, match=r"End position \d+ is beyond segment .* of \d+ bytes"):
         rsm.fetch_log_segment(mds[0], 0, segments[0].size)
-    with pytest.raises(ValueError, match="Start position must be positive"):
+    with pytest.raises(RemotePositionError, match="beyond"):
+        rsm.fetch_log_segment(mds[0], segments[0].size + 1)
+    with pytest.raises(RemotePositionError, match="Start position must be positive"):
         rsm.fetch_log_segment(mds[0], -1)
+    with pytest.raises(RemotePositionError, match="End position 4 cannot be less than start position 5"):
+        rsm.fetch_log_segment(mds[0], 5, 4)
 
 
 def test_delete_is_idempotent_and_a_copy_is_repeatable(segments, store):
@@ -264,7 +278,7 @@ def test_s3_store_going_away_mid_copy_and_mid_read_names_segment_and_store(segme
     assert read_all(rsm.fetch_log_segment(md, 0)) == seg.local_bytes()[".log"]
 
 
-def test_broker_style_configuration_and_no_secret_shown(seaweedfs, caplog):
+def test_broker_style_configuration_and_no_secret_shown(seaweedfs, caplog, tmp_path):
     settings = seaweedfs.storage_configs("cfg")
     props = {f"rsm.config.{k}": v for k, v in settings.items()}
     props.update({"broker.id": "3", "remote.log.storage.system.enable": "true"})
@@ -280,7 +294,11 @@ def test_broker_style_configuration_and_no_secret_shown(seaweedfs, caplog):
     uri_creds = {"storage.uri": f"s3://{seaweedfs.access_key}:{seaweedfs.secret_key}@{seaweedfs.bucket}/cfg",
                  "s3.endpoint": seaweedfs.endpoint}
     other = PyArrowRemoteStorageManager(uri_creds)
-    assert seaweedfs.secret_key not in other.store and seaweedfs.secret_key not in repr(other)
+    for shown in (repr(other), other.store, str(other.configs)):
+        assert seaweedfs.secret_key not in shown
+    other.copy_log_segment_data(md := RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), 0, 1, 0, 1, 0,
+                                                               4, {0: 0}), small_segment_data(tmp_path))
+    assert read_all(other.fetch_log_segment(md, 0)) == b"data"
     # a wrong secret: refused by the server, the error names the store and not the secret
     wrong = PyArrowRemoteStorageManager({**settings, "s3.secret.access.key": "not-the-secret"})
     md = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), 0, 1, 0, 1, 0, 10, {0: 0})
