@@ -270,6 +270,8 @@ def _open_s3(configs: Mapping[str, object], parts, uri: str) -> tuple[pafs.FileS
         kwargs["access_key"], kwargs["secret_key"] = str(access), str(secret)
         if configs.get("s3.session.token"):
             kwargs["session_token"] = str(configs["s3.session.token"])
+    elif configs.get("s3.session.token"):
+        raise InvalidConfigError("s3.session.token is given without s3.access.key.id and s3.secret.access.key")
     if (ms := _positive_int(configs, "s3.connect.timeout.ms")) is not None:
         kwargs["connect_timeout"] = ms / 1000
     if (ms := _positive_int(configs, "s3.request.timeout.ms")) is not None:

@@ -315,6 +315,7 @@ def test_broker_style_configuration_and_no_secret_shown(seaweedfs, caplog, tmp_p
     ({"storage.uri": "s3://b/p", "s3.retry.max.attempts": "0"}, "s3.retry.max.attempts"),
     ({"storage.uri": "/tmp/x", "s3.region": "eu"}, "not an s3:// URI"),
     ({"storage.uri": "s3:///p"}, "names no bucket"),
+    ({"storage.uri": "s3://b/p", "s3.session.token": "t"}, "s3.session.token is given without"),
 ])
 def test_bad_settings_are_refused_naming_the_key(configs, match):
     with pytest.raises(InvalidConfigError, match=match):
