@@ -7,12 +7,17 @@ local files are untouched."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import random
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
@@ -31,6 +36,7 @@ from storage_core.remote import (IndexType, LogSegmentData, PyArrowRemoteStorage
 
 TOPIC_ID = topic_id_from_str("jF8s79t9SrG_PNqlwv7bAA")
 TIP = TopicIdPartition(TOPIC_ID, ("tieredTopic", 0))
+REPO = Path(__file__).resolve().parents[2]
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".leader_epoch_checkpoint", ".snapshot")
 
 
@@ -394,3 +400,71 @@ def test_kafkas_local_tiered_storage_reads_what_we_write_and_we_read_what_it_wri
     listed = tiered_probe("traverse", root).split()
     ids = {topic_id_to_str(md.remote_log_segment_id.id) for md in (*ours, theirs)}
     assert {w for w in listed if w in ids} == ids and "tieredTopic" in listed
+
+
+# ------------------------------------------------------------------------------ SIGKILL during copies
+
+@pytest.fixture(scope="module")
+def big_segment(tmp_path_factory) -> Segment:
+    """One rolled segment of about 8 MiB, so that a copy takes a while."""
+    log_dir = tmp_path_factory.mktemp("biglog") / "tieredTopic-0"
+    with Log.open(log_dir, LogConfig(), topic_id=TOPIC_ID) as log:
+        for _ in range(8):
+            log.append(pa.table({"value": [os.urandom(1024) for _ in range(1024)]}))
+        next_base = log.roll().base_offset
+        log.flush()
+    return Segment(log_dir, 0, next_base, [EpochEntry(0, 0)])
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_sigkill_during_copies_never_leaves_a_wrong_object_under_a_final_name(big_segment, kind, tmp_path, request):
+    """Real processes killed with SIGKILL at random moments of repeated copies: every object under
+    kafka-tiered-storage/ is a whole, byte-equal copy of its local file, and every fileset with a
+    ``.log`` is complete; what a killed copy left, deleting its segment removes."""
+    if kind == "local":
+        configs, root, fs = {"dir": str(tmp_path / "remote")}, str(tmp_path / "remote"), pafs.LocalFileSystem()
+    else:
+        seaweedfs = request.getfixturevalue("seaweedfs")
+        prefix = f"kill-{uuid.uuid4().hex[:8]}"
+        configs, root, fs = seaweedfs.storage_configs(prefix), f"{seaweedfs.bucket}/{prefix}", seaweedfs.filesystem()
+    d = big_segment.data
+    spec = {"configs": configs, "topic_id": str(TOPIC_ID), "topic": "tieredTopic", "start": big_segment.base,
+            "end": big_segment.next_base - 1, "size": big_segment.size,
+            "data": {"log": str(d.log_segment), "index": str(d.offset_index), "timeindex": str(d.time_index),
+                     "snapshot": str(d.producer_snapshot_index), "epochs": d.leader_epoch_index.decode()}}
+    local = big_segment.local_bytes()
+    rnd = random.Random(405)
+    started: list[str] = []
+    for _ in range(4):
+        child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("copy_runner.py")), json.dumps(spec)],
+                                 stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        try:
+            first = child.stdout.readline().split()
+            assert first[:1] == ["copying"], f"the copier did not start: {first}"
+            started.append(first[1])
+            time.sleep(rnd.uniform(0, 0.5))          # a random moment of the copies, not a timing assertion
+        finally:
+            child.kill()
+            rest = child.communicate()[0]
+        started += [line.split()[1] for line in rest.splitlines() if line.startswith("copying")]
+
+    listing = objects(fs, root)
+    filesets: dict[str, set[str]] = {}
+    for name in listing:
+        if not name.startswith("kafka-tiered-storage/"):
+            continue                                  # .kafkalog-uploads: never read
+        base = name.rsplit("/", 1)[1]
+        stem, suffix = base.split(".", 1)
+        filesets.setdefault(stem, set()).add("." + suffix)
+        with fs.open_input_file(f"{root}/{name}") as f:
+            assert f.read() == local["." + suffix], f"{name} is not a whole copy of its local file"
+    for stem, suffixes in filesets.items():
+        if ".log" in suffixes:
+            assert suffixes == set(SUFFIXES) - {".txnindex"}, f"{stem} has a .log but not all its files"
+    # the metadata manager deletes a copy that never finished: nothing of it remains
+    rsm = PyArrowRemoteStorageManager(configs)
+    for segment_id in started:
+        rsm.delete_log_segment_data(RemoteLogSegmentMetadata(
+            RemoteLogSegmentId(TIP, uuid.UUID(segment_id)), big_segment.base, big_segment.next_base - 1, 0, 1, 0,
+            big_segment.size, {0: 0}))
+    assert objects(fs, root) == {}
