@@ -1,0 +1,33 @@
+"""Tiered storage (KIP-405): Kafka's remote log metadata, its ``__remote_log_metadata`` record
+format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
+``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout."""
+
+from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
+                       RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
+                       RemoteLogSegmentState, RemotePartitionDeleteMetadata,
+                       RemotePartitionDeleteState, TopicIdPartition)
+from .metadata_serde import API_KEY_NAMES, RemoteLogMetadataSerde, deserialize, serialize
+from .remote_errors import (CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError,
+                            RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
+                            RetriableRemoteStorageError)
+from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX, IndexType,
+                              LogSegmentData, PyArrowRemoteStorageManager, RemoteInputStream,
+                              RemoteLogSegmentFileType, RemoteStorageManager,
+                              REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP, ROOT_STORAGE_DIR_NAME,
+                              partition_dir_name, segment_file_name)
+from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
+                                REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogMetadataTopicPartitioner)
+
+__all__ = [
+    "API_KEY_NAMES", "CorruptRemoteLogMetadataError", "DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS",
+    "DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX", "IndexType", "InvalidRemoteLogMetadataError",
+    "LogSegmentData", "PyArrowRemoteStorageManager", "REMOTE_LOG_METADATA_TOPIC_NAME",
+    "REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP", "ROOT_STORAGE_DIR_NAME", "RemoteInputStream",
+    "RemoteLogMetadata", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
+    "RemoteLogSegmentFileType", "RemoteLogSegmentId", "RemoteLogSegmentMetadata",
+    "RemoteLogSegmentMetadataSnapshot", "RemoteLogSegmentMetadataUpdate", "RemoteLogSegmentState",
+    "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemotePositionError",
+    "RemoteResourceNotFoundError",
+    "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicIdPartition",
+    "deserialize", "partition_dir_name", "segment_file_name", "serialize",
+]
