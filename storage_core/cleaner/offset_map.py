@@ -10,7 +10,7 @@ are all zeros is empty, as in Kafka.
 Here the slots are a numpy ``(slots, 3)`` uint64 array (hash high, hash low, offset), and the
 cleaner's bulk operations (``put_many``/``get_many`` over whole segments' keys) are compiled
 loops; ``put``/``get`` of one key are the same loops over one entry. Keys are hashed in bulk too
-(``span_hashes``: every key span of a decoded buffer in one compiled MD5 call, ``format/_md5``),
+(``span_hashes``: every key span of a decoded buffer in one compiled MD5 call, ``format.kernels.md5_spans``),
 digest for digest what Kafka's ``MessageDigest.getInstance("MD5")`` gives.
 """
 
@@ -21,7 +21,7 @@ from typing import Iterable
 import numba as nb
 import numpy as np
 
-from ..format._md5 import md5_spans
+from ..format.kernels import md5_spans
 
 HASH_SIZE = 16                       # MD5
 BYTES_PER_ENTRY = HASH_SIZE + 8      # SkimpyOffsetMap.bytesPerEntry

@@ -1,10 +1,12 @@
 """The compiled kernels other layers call, by their public names. ``_kernels`` holds the numba
-code (a kernel per walk that is sequential by nature); only ``storage_core.format`` imports it
-directly, so its signatures can change behind this facade."""
+code (a kernel per walk that is sequential by nature) and ``_md5`` the key hashes of the cleaner's
+offset map; only ``storage_core.format`` imports them directly, so their signatures can change
+behind this facade."""
 
 from __future__ import annotations
 
 from ._kernels import (index_entries, parse_headers, put_record_prefix,  # noqa: F401  (re-exported)
                        write_rebuilt_records)
+from ._md5 import md5_spans  # noqa: F401  (re-exported)
 
-__all__ = ["index_entries", "parse_headers", "put_record_prefix", "write_rebuilt_records"]
+__all__ = ["index_entries", "md5_spans", "parse_headers", "put_record_prefix", "write_rebuilt_records"]

@@ -7,7 +7,7 @@ from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMe
                        RemoteLogSegmentState, RemotePartitionDeleteMetadata,
                        RemotePartitionDeleteState, TopicIdPartition)
 from .metadata_serde import API_KEY_NAMES, RemoteLogMetadataSerde, deserialize, serialize
-from .remote_errors import (CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError,
+from ..errors import (CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError,
                             RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
                             RetriableRemoteStorageError)
 from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX, IndexType,

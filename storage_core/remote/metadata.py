@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..checkpoint import TopicPartition, random_topic_id, topic_id_to_str
 from ..common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
-from .remote_errors import InvalidRemoteLogMetadataError
+from ..errors import InvalidRemoteLogMetadataError
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:

@@ -32,7 +32,7 @@ from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMe
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
                        RemoteLogSegmentState, RemotePartitionDeleteMetadata,
                        RemotePartitionDeleteState, TopicIdPartition)
-from .remote_errors import CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError
+from ..errors import CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError
 
 FRAME_VERSION = 1                       # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
 REMOTE_LOG_SEGMENT_METADATA_API_KEY = 0

@@ -50,7 +50,7 @@ from ..data_files import open_data_file
 from ..errors import InvalidConfigError
 from ..log import filename_prefix
 from .metadata import RemoteLogSegmentMetadata, TopicIdPartition
-from .remote_errors import (RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
+from ..errors import (RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
                             RetriableRemoteStorageError)
 
 logger = logging.getLogger(__name__)
