@@ -90,7 +90,7 @@ def test_contracts_are_the_ones_issue_17_asks_for():
     by_id = {c["id"]: c for c in config["contracts"]}
     assert set(by_id) == {"layers", "engine-alone", "private-modules", "acyclic"}
     assert by_id["layers"]["layers"] == [
-        "tools", "server", "cleaner", "log", "producer", "checkpoint", "index", "format",
+        "tools", "server", "cleaner", "remote", "log", "producer", "checkpoint", "index", "format",
         "errors : config : common : data_files"]
     assert by_id["layers"]["containers"] == ["storage_core"] and by_id["layers"]["exhaustive"]
     assert set(by_id["engine-alone"]["forbidden_modules"]) == {"pyspark", "kafka_log_source",
