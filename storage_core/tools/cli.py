@@ -24,6 +24,7 @@ import importlib
 import logging
 import os
 import sys
+from typing import Any
 
 from ..common import INT_MAX
 from ..errors import KafkaLogError
@@ -31,6 +32,21 @@ from .output import Output, UsageError
 
 # commands whose engine code logs: warnings go to stderr
 _LOGGING_COMMANDS = ("describe", "recover", "retention", "compact", "config")
+
+
+def _data_dir_command(sub: Any, name: str, help: str, *, now: str) -> argparse.ArgumentParser:
+    """A command over a data directory through a ``LogManager``: DIR, --topic, --now."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("dir", help="data directory (topic-partition folders)")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--now", type=int, metavar="MS", help=now)
+    p.set_defaults(command_module=name)
+    return p
+
+
+def _purge_and_json(p: argparse.ArgumentParser, purge: str) -> None:
+    p.add_argument("--purge", action="store_true", help=purge)
+    p.add_argument("--json", action="store_true", help="one JSON document")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,27 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--full", action="store_true",
                    help="validate every segment, not only those after the recovery point")
     r.set_defaults(command_module="recover")
-    t = sub.add_parser("retention", help="delete old segments of every partition per its retention config")
-    t.add_argument("dir", help="data directory (topic-partition folders)")
-    t.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    t.add_argument("--now", type=int, metavar="MS", help="the time to judge retention.ms against (epoch ms)")
-    t.add_argument("--purge", action="store_true",
-                   help="remove the .deleted files at once instead of after file.delete.delay.ms")
-    t.add_argument("--json", action="store_true", help="one JSON document")
-    t.set_defaults(command_module="retention")
-    c = sub.add_parser("compact", help="compact every partition of the compacted topics (cleanup.policy=compact)")
-    c.add_argument("dir", help="data directory (topic-partition folders)")
-    c.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    c.add_argument("--now", type=int, metavar="MS",
-                   help="the time for compaction lags and tombstone delete horizons (epoch ms)")
+    t = _data_dir_command(sub, "retention", "delete old segments of every partition per its retention config",
+                          now="the time to judge retention.ms against (epoch ms)")
+    _purge_and_json(t, "remove the .deleted files at once instead of after file.delete.delay.ms")
+    c = _data_dir_command(sub, "compact", "compact every partition of the compacted topics (cleanup.policy=compact)",
+                          now="the time for compaction lags and tombstone delete horizons (epoch ms)")
     c.add_argument("--dedupe-buffer-size", type=int, default=134217728, metavar="N",
                    help="offset map memory in bytes (log.cleaner.dedupe.buffer.size, default 134217728)")
     c.add_argument("--force", action="store_true",
                    help="clean any dirty bytes, ignoring min.cleanable.dirty.ratio for this run")
-    c.add_argument("--purge", action="store_true",
-                   help="remove the replaced segment files at once instead of after file.delete.delay.ms")
-    c.add_argument("--json", action="store_true", help="one JSON document")
-    c.set_defaults(command_module="compact")
+    _purge_and_json(c, "remove the replaced segment files at once instead of after file.delete.delay.ms")
     g = sub.add_parser("config", help="show or change a topic's configuration overrides")
     g.add_argument("dir", help="data directory")
     g.add_argument("--topic", required=True)
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         command = importlib.import_module(f"{__package__}.{args.command_module}")
         return command.run(args, out)
     except (UsageError, FileNotFoundError, NotADirectoryError, PermissionError, KafkaLogError) as e:
-        print(f"kafkalog: {e}", file=sys.stderr)
+        out.error(f"kafkalog: {e}")
         return 2
     except BrokenPipeError:            # `kafkalog dump ... | head` is normal use
         devnull = os.open(os.devnull, os.O_WRONLY)

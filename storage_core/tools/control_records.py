@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ..format import ControlRecordType, EndTransactionMarker, Record
 
@@ -106,7 +106,7 @@ _KRAFT_LABEL = {ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
 def control_fields(r: Record) -> tuple[str, dict[str, Any]]:
     """What DumpLogSegments appends to a control record's line, and the same as JSON fields."""
     ctype = ControlRecordType.parse(r.key)          # checks the key's size and version
-    type_id = struct.unpack_from(">h", r.key, 2)[0]
+    type_id = struct.unpack_from(">h", cast(bytes, r.key), 2)[0]     # parse refused a null key
     if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         m = EndTransactionMarker.deserialize(r.key, r.value)
         return (f" endTxnMarker: {ctype.name} coordinatorEpoch: {m.coordinator_epoch}",

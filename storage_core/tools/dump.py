@@ -126,37 +126,31 @@ class Reports:
 
     def write(self, out: Output) -> None:
         """Kafka's words on stderr; with ``--json`` each entry also as a JSON line on stdout."""
-        for path, pairs in self.index_mismatches.items():
-            out.error(f"Mismatches in :{path}")
-            for index_offset, log_offset in reversed(pairs):      # Kafka prepends to a List
-                out.error(f"  Index offset: {index_offset}, log offset: {log_offset}")
-                out.record(None, {"type": "indexMismatch", "file": path,
-                                  "indexOffset": index_offset, "logOffset": log_offset})
-        for path, pairs in self.ts_mismatches.items():
-            out.error(f"Found timestamp mismatch in :{path}")
-            for index_ts, log_ts in pairs:
-                out.error(f"  Index timestamp: {index_ts}, log timestamp: {log_ts}")
-                out.record(None, {"type": "timestampMismatch", "file": path,
-                                  "indexTimestamp": index_ts, "logTimestamp": log_ts})
-        for path, pairs in self.ts_out_of_order.items():
-            out.error(f"Found out of order timestamp in :{path}")
-            for index_ts, prev_ts in pairs:
-                out.error(f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
-                out.record(None, {"type": "outOfOrderTimestamp", "file": path,
-                                  "indexTimestamp": index_ts, "previousIndexedTimestamp": prev_ts})
-        for path, pairs in self.ts_not_found.items():
-            out.error("The following indexed offsets are not found in the log.")
-            for indexed, found in pairs:
-                out.error(f"Indexed offset: {indexed}, found log offset: {found}")
-                out.record(None, {"type": "offsetNotFound", "file": path,
-                                  "indexedOffset": indexed, "foundLogOffset": found})
-        for path, pairs in self.non_consecutive.items():
-            out.error(f"Non-consecutive offsets in {path}")
-            for first, second in reversed(pairs):                  # Kafka prepends to a List
-                out.error(f"  {first} is followed by {second}")
-                out.record(None, {"type": "nonConsecutiveOffsets", "file": path,
-                                  "offset": first, "followedBy": second})
+        for attr, heading, line, kind, keys, newest_first in _REPORT_FORMATS:
+            for path, pairs in getattr(self, attr).items():
+                out.error(heading.format(path=path))
+                for first, second in (reversed(pairs) if newest_first else pairs):
+                    out.error(line.format(first, second))
+                    out.record(None, {"type": kind, "file": path, keys[0]: first, keys[1]: second})
         out.flush()
+
+
+# per report: its attribute, Kafka's heading and entry line on stderr, the JSON type and keys,
+# and whether Kafka prints the newest entry first (it prepends those to a List)
+_REPORT_FORMATS = (
+    ("index_mismatches", "Mismatches in :{path}", "  Index offset: {}, log offset: {}",
+     "indexMismatch", ("indexOffset", "logOffset"), True),
+    ("ts_mismatches", "Found timestamp mismatch in :{path}", "  Index timestamp: {}, log timestamp: {}",
+     "timestampMismatch", ("indexTimestamp", "logTimestamp"), False),
+    ("ts_out_of_order", "Found out of order timestamp in :{path}",
+     "  Index timestamp: {}, Previously indexed timestamp: {}",
+     "outOfOrderTimestamp", ("indexTimestamp", "previousIndexedTimestamp"), False),
+    ("ts_not_found", "The following indexed offsets are not found in the log.",
+     "Indexed offset: {}, found log offset: {}", "offsetNotFound", ("indexedOffset", "foundLogOffset"),
+     False),
+    ("non_consecutive", "Non-consecutive offsets in {path}", "  {} is followed by {}",
+     "nonConsecutiveOffsets", ("offset", "followedBy"), True),
+)
 
 
 # ------------------------------------------------------------------------------ lines
@@ -204,6 +198,7 @@ def batch_line(buf: Any, b: BatchInfo, position: int, file: str) -> tuple[str, d
                    deleteHorizonMs=horizon)
     else:
         e = b.entry
+        assert e is not None                            # a v0/v1 message
         valid = legacy_crc_ok(buf, b.position, b.position + b.size, e.crc)
         ts_type, max_ts, crc, codec = _TS_NAME[e.timestamp_type], e.timestamp, e.crc, e.compression
         head = f"offset: {e.offset}"
@@ -217,13 +212,19 @@ def batch_line(buf: Any, b: BatchInfo, position: int, file: str) -> tuple[str, d
             f"isvalid: {_bool(valid)}"), obj
 
 
+def _timestamp_type(b: BatchInfo) -> int:
+    if b.header is not None:
+        return b.header.timestamp_type
+    assert b.entry is not None                          # a v0/v1 message
+    return b.entry.timestamp_type
+
+
 def record_line(b: BatchInfo, r: Record, crc: int | None, crc_ok: bool | None, file: str,
                 options: DumpOptions) -> tuple[str, dict[str, Any]]:
     """The ``| offset: ...`` line of a record under ``--deep-iteration`` (with its key and value
     under ``--print-data-log``), and the same fields as a JSON object."""
     control = b.header is not None and b.header.is_control
-    ts_type = _TS_NAME[b.header.timestamp_type if b.header is not None
-                       else b.entry.timestamp_type]
+    ts_type = _TS_NAME[_timestamp_type(b)]
     key_size = -1 if r.key is None else len(r.key)
     value_size = -1 if r.value is None else len(r.value)
     obj: dict[str, Any] = {"type": "record", "file": file, "offset": r.offset}
@@ -401,25 +402,25 @@ def dump_producer_snapshot(run: DumpRun, file: str) -> None:
         run.out.error(str(e))                           # Kafka: System.err.println(getMessage)
         run.out.record(None, {"type": "error", "file": file, "message": str(e)})
         return
-    for e in entries:
-        txn = e.current_txn_first_offset
+    for entry in entries:
+        txn = entry.current_txn_first_offset
         txn_text = f"OptionalLong[{txn}]" if txn >= 0 else "OptionalLong.empty"
-        line = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
-                f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {txn_text} "
-                f"lastTimestamp: {e.timestamp} ")
+        line = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+                f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {txn_text} "
+                f"lastTimestamp: {entry.timestamp} ")
         obj: dict[str, Any] = {"type": "producerSnapshotEntry", "file": file,
-                               "producerId": e.producer_id, "producerEpoch": e.producer_epoch,
-                               "coordinatorEpoch": e.coordinator_epoch,
+                               "producerId": entry.producer_id, "producerEpoch": entry.producer_epoch,
+                               "coordinatorEpoch": entry.coordinator_epoch,
                                "currentTxnFirstOffset": txn if txn >= 0 else None,
-                               "lastTimestamp": e.timestamp}
-        if e.last_offset >= 0:                          # Kafka keeps BatchMetadata then
-            first_seq = decrement_sequence(e.last_sequence, e.offset_delta)
-            line += (f"firstSequence: {first_seq} lastSequence: {e.last_sequence} "
-                     f"lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
-                     f"timestamp: {e.timestamp}")
-            obj.update(firstSequence=first_seq, lastSequence=e.last_sequence,
-                       lastOffset=e.last_offset, offsetDelta=e.offset_delta,
-                       timestamp=e.timestamp)
+                               "lastTimestamp": entry.timestamp}
+        if entry.last_offset >= 0:                      # Kafka keeps BatchMetadata then
+            first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta)
+            line += (f"firstSequence: {first_seq} lastSequence: {entry.last_sequence} "
+                     f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} "
+                     f"timestamp: {entry.timestamp}")
+            obj.update(firstSequence=first_seq, lastSequence=entry.last_sequence,
+                       lastOffset=entry.last_offset, offsetDelta=entry.offset_delta,
+                       timestamp=entry.timestamp)
         run.out.record(line, obj)
 
 

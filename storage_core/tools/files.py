@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
@@ -50,7 +50,7 @@ RecordWithCrc = tuple[Record, int | None, bool | None]
 
 
 @contextmanager
-def mapped(path: str | os.PathLike[str]) -> Iterator[memoryview | bytes]:
+def mapped(path: str | os.PathLike[str]) -> Iterator[mmap.mmap | bytes]:
     """The file's bytes, mapped read-only (never written, never created; a FIFO or device
     refused by ``open_data_file``, never opened for reading)."""
     fd = open_data_file(path, os.O_RDONLY, follow_symlinks=True)
@@ -118,11 +118,12 @@ def batch_records(buf: Any, b: BatchInfo) -> list[RecordWithCrc]:
     if b.magic >= 2:
         return [(r, None, None) for r in _v2_records(buf, b, limit)]
     e = b.entry
+    assert e is not None                                # a v0/v1 message
     records = legacy.deep_records(e, max_decompressed=limit)
     if e.compression == 0:
         crcs = [(e.crc, legacy_crc_ok(buf, b.position, b.position + b.size, e.crc))]
     else:
-        inner = decompress(e.compression, e.value, magic=e.magic, max_size=limit)
+        inner = decompress(e.compression, cast(bytes, e.value), magic=e.magic, max_size=limit)
         crcs, pos = [], 0
         while pos < len(inner):
             m = legacy.parse_entry(inner, pos, verify_crc=False)
@@ -134,6 +135,7 @@ def batch_records(buf: Any, b: BatchInfo) -> list[RecordWithCrc]:
 
 def _v2_records(buf: Any, b: BatchInfo, limit: int) -> list[Record]:
     h = b.header
+    assert h is not None                                # a v2 batch
     if h.records_count > max_records_per_batch(limit):
         raise too_many_records(h.records_count, limit, position=b.position, offset=h.base_offset)
     try:

@@ -38,7 +38,8 @@ def _forget_recovery_point(d: Path, tp: TopicPartition) -> None:
     cp = OffsetCheckpointFile(d.parent / RECOVERY_POINT_CHECKPOINT)
     if cp.path.exists():
         try:
-            offsets = without_invalid_topics(cp.read(), cp.path)
+            offsets: dict[tuple[str, int], int] = {
+                key: value for key, value in without_invalid_topics(cp.read(), cp.path).items()}
         except KafkaLogError:
             return                               # unreadable: Log.open treats it as empty
         if offsets.pop(tp, None) is not None:

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             results = mgr.cleanup_logs(now, partitions=[tp], include_compacted=True)
             r = results[0] if results else None
             c = log.config
-            row = {"topic": tp.topic, "partition": tp.partition, "cleanup_policy": c.cleanup_policy,
+            row: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "cleanup_policy": c.cleanup_policy,
                    "retention_ms": c.retention_ms, "retention_bytes": c.retention_bytes,
                    "segments_before": segments_before, "segments_deleted": r.segments_deleted if r else 0,
                    "bytes_deleted": r.bytes_deleted if r else 0,

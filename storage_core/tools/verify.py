@@ -130,13 +130,23 @@ def _segment_log(path: Path, p: Problems) -> tuple[int, Path] | None:
     return base, log_path
 
 
-def _verify_offset_index(path: Path, p: Problems) -> str:
+def _index_segment(path: Path, p: Problems, entry_size: int) -> tuple[int, Path] | None:
+    """``_segment_log`` of an index file that may be read (not oversized); else None, reported."""
     seg = _segment_log(path, p)
     if seg is None:
-        return ""
-    oversized = oversized_index_problem(path, OffsetIndex.ENTRY_SIZE)
+        return None
+    oversized = oversized_index_problem(path, entry_size)
     if oversized is not None:
         p.add("whole file", oversized)
+        return None
+    return seg
+
+
+def _verify_offset_index(path: Path, p: Problems) -> str:
+    """Every entry must increase and point at the start of a batch whose last offset is the
+    entry's offset (DumpLogSegments ``--verify-index-only``)."""
+    seg = _index_segment(path, p, OffsetIndex.ENTRY_SIZE)
+    if seg is None:
         return ""
     base, log_path = seg
     with OffsetIndex(path, base, writable=False) as index:
@@ -146,7 +156,8 @@ def _verify_offset_index(path: Path, p: Problems) -> str:
             p.add(f"position {index.entries * OffsetIndex.ENTRY_SIZE}", str(e))
         entries = offset_entries(index)
     with mapped(log_path) as buf:
-        prev_offset = prev_pos = None
+        prev_offset: int | None = None
+        prev_pos = -1
         for i, (rel, position) in enumerate(entries):
             offset = base + rel
             where = f"position {i * OffsetIndex.ENTRY_SIZE} (entry {i})"
@@ -169,12 +180,10 @@ def _verify_offset_index(path: Path, p: Problems) -> str:
 
 
 def _verify_time_index(path: Path, p: Problems) -> str:
-    seg = _segment_log(path, p)
+    """Every entry must increase and name an offset found in the log whose batch has the
+    entry's timestamp as its largest."""
+    seg = _index_segment(path, p, TimeIndex.ENTRY_SIZE)
     if seg is None:
-        return ""
-    oversized = oversized_index_problem(path, TimeIndex.ENTRY_SIZE)
-    if oversized is not None:
-        p.add("whole file", oversized)
         return ""
     base, log_path = seg
     with (TimeIndex(path, base, writable=False) as tindex,
