@@ -47,7 +47,8 @@ from typing import Any, Callable
 from ..common import INT_MAX
 from ..errors import KafkaLogError
 from ..format import CREATE_TIME, LOG_APPEND_TIME, BatchInfo, CompressionType, LogInputStream, Record
-from ..format.record_batch import RECORD_BATCH_OVERHEAD, compute_crc, decrement_sequence
+from ..format.batch_header import RECORD_BATCH_OVERHEAD
+from ..format.record_batch import compute_crc, decrement_sequence
 from ..index import OffsetIndex, TimeIndex
 from ..producer import decode_snapshot
 from .control_records import control_fields
