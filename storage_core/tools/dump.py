@@ -40,7 +40,6 @@ import base64
 import errno
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -52,7 +51,7 @@ from ..format.record_batch import compute_crc, decrement_sequence
 from ..index import OffsetIndex, TimeIndex
 from ..producer import decode_snapshot
 from .control_records import control_fields
-from .files import (MAX_BATCH, TXN_ENTRY, IndexLookup, base_offset_of, batch_at_or_after,
+from .files import (MAX_BATCH, IndexLookup, aborted_txn_entries, base_offset_of, batch_at_or_after,
                     batch_records, first_batch, legacy_crc_ok, mapped, max_record_timestamp,
                     offset_entries, read_file, refuse_oversized_index, sibling, time_entries)
 from .output import Output
@@ -429,9 +428,7 @@ def dump_txn_index(run: DumpRun, file: str) -> None:
     """A transaction index: one line per aborted transaction; a version above 0 is refused."""
     data = read_file(file)
     txns = []
-    for pos in range(0, len(data) - len(data) % TXN_ENTRY.size, TXN_ENTRY.size):
-        _, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
-        version = struct.unpack_from(">b", data, pos)[0]   # AbortedTxn.version(): one byte
+    for _, version, pid, first, last, lso in aborted_txn_entries(data):
         if version > 0:
             raise KafkaLogError(f"Unexpected aborted transaction version {version} in "
                                 f"transaction index {java_abs(file)}, current version is 0")

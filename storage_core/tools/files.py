@@ -177,6 +177,14 @@ def batch_at_or_after(buf: Any, start: int, offset: int) -> BatchInfo | None:
 
 # ------------------------------------------------------------------------------------ indexes
 
+def aborted_txn_entries(data: bytes) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """``(position, version, producer id, first offset, last offset, last stable offset)`` of
+    each whole entry of a ``.txnindex`` (``AbortedTxn.version()`` reads the first byte)."""
+    for pos in range(0, len(data) - len(data) % TXN_ENTRY.size, TXN_ENTRY.size):
+        _, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
+        yield pos, struct.unpack_from(">b", data, pos)[0], pid, first, last, lso
+
+
 def valid_prefix(rel_offsets: list[int]) -> int:
     """How many index entries come before a zero-filled tail (a preallocated index left by a
     crash ends with zero entries: DumpLogSegments stops at the first)."""

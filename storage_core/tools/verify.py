@@ -35,7 +35,7 @@ from ..producer import ENTRY_SIZE as SNAPSHOT_ENTRY_SIZE
 from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
 from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot
 from .files import (MAX_BATCH, OFFSET_CHECKPOINTS, SEGMENT_NAME, TXN_ENTRY, IndexLookup,
-                    base_offset_of, batch_at_or_after, batch_records, first_batch, mapped,
+                    aborted_txn_entries, base_offset_of, batch_at_or_after, batch_records, first_batch, mapped,
                     max_record_timestamp, offset_entries, oversized_index_problem, read_file,
                     segment_bases, sibling, time_entries)
 from .data_dirs import is_topic_partition_name
@@ -246,10 +246,7 @@ def _verify_txn_index(path: Path, p: Problems) -> str:
     size = TXN_ENTRY.size
     n = len(data) // size
     prev_last = None
-    for i in range(n):
-        pos = i * size
-        _, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
-        version = struct.unpack_from(">b", data, pos)[0]
+    for i, (pos, version, pid, first, last, _) in enumerate(aborted_txn_entries(data)):
         if version != 0:
             p.add(f"position {pos} (entry {i})", f"Unexpected aborted transaction version "
                                                  f"{version}, current version is 0")
