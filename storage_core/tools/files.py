@@ -27,7 +27,7 @@ from ..format.log_input_stream import (batch_payload, default_max_decompressed,
                                        max_batch_read_size, max_records_per_batch,
                                        too_many_records)
 from ..format.record_batch import decode_record
-from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex
+from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex
 from ..index.abstract_index import index_oversized
 from ..log import offset_from_filename
 
@@ -92,6 +92,7 @@ def segment_bases(directory: Path) -> list[int]:
 
 
 def has_segments(directory: Path) -> bool:
+    """Whether ``directory`` holds a segment (a ``.log`` named by its base offset)."""
     return any(SEGMENT_NAME.fullmatch(f.name) for f in directory.iterdir())
 
 
@@ -197,7 +198,7 @@ def offset_entries(index: OffsetIndex) -> list[tuple[int, int]]:
     return entries[:valid_prefix([rel for rel, _ in entries])]
 
 
-def time_entries(index: Any) -> list[tuple[int, int]]:
+def time_entries(index: TimeIndex) -> list[tuple[int, int]]:
     """``(timestamp, relative offset)`` of a time index's entries before any zero-filled tail."""
     entries = index.entries_array().tolist()
     return entries[:valid_prefix([rel for _, rel in entries])]
