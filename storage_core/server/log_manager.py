@@ -425,11 +425,16 @@ class LogManager:
         config = self.config_repository.alter_topic_config(topic, set_props, delete)
         for log in self.all_logs():
             if log.topic == topic:
-                self._apply_config(log, config)
+                self.apply_config(log, config)
         return config
 
     @staticmethod
-    def _apply_config(log: Log, config: LogConfig) -> None:
+    def apply_config(log: Log, config: LogConfig) -> None:
+        """Apply ``config`` to one live log, in memory only: nothing is persisted, so the
+        topic's stored configuration is untouched (``UnifiedLog.updateConfig``, as
+        ``LogManager.updateTopicConfig`` applies it to each of the topic's logs).
+        ``alter_topic_config`` persists a change first and then calls this for every log of
+        the topic; ``kafkalog compact --force`` calls it for a one-run override."""
         log.update_config(config)
 
     # ------------------------------------------------------------------------ checkpoints
