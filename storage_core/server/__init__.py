@@ -1,5 +1,6 @@
 """What a broker runs around the logs: LogManager, topic configs, the scheduler, metrics."""
 
+from .compaction import CompactionRound
 from .config_repository import (ConfigRepository, CorruptTopicConfigError, TOPIC_CONFIG_FILE)
 from .log_manager import (CLEANER_TASK, DELETE_LOGS_TASK, FLUSH_TASK, LOCK_FILE,
                           LOG_START_OFFSET_TASK, LogManager, LogManagerConfig,
@@ -9,6 +10,7 @@ from .scheduler import (KafkaScheduler)
 
 __all__ = [
     "CLEANER_TASK",
+    "CompactionRound",
     "ConfigRepository",
     "CorruptTopicConfigError",
     "DELETE_LOGS_TASK",

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..config import CleanerConfig
 from .data_dirs import data_dir, open_manager, purge, report_load_errors, scoped_logs
 from .output import Output, human_bytes
 
+if TYPE_CHECKING:                  # the engine is imported when the command runs (cheap --help)
+    from ..server import CompactionRound
 
-def _round_line(r: Any) -> str:
+
+def _round_line(r: CompactionRound) -> str:
     """One cleaning round (a ``LogManager.compact`` result) as a line."""
     s = r.stats
     return (f"{r.topic_partition}: cleaned offsets [{r.first_dirty_offset}, {r.end_offset}): "
