@@ -40,7 +40,8 @@ import numpy as np
 from storage_core.checkpoint import atomic_write
 from storage_core.errors import KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
-from storage_core.format.record_batch import CRC_OFFSET, crc32c, increment_sequence
+from storage_core.format.batch_header import BatchField, patch_field
+from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
 from storage_core.log import Log
 
 from .options import SinkOptions, default_staging
@@ -50,7 +51,6 @@ from .writer import ProducerIdentity, StagedRun
 logger = logging.getLogger(__name__)
 
 STATE_DIR = "kafkalog-sink"
-BASE_SEQUENCE_OFFSET = 53
 LOCK_WAIT_S = 60.0
 
 
@@ -368,21 +368,11 @@ def number_sequences(buf: bytearray, first_sequence: int) -> int:
     sequence. The base sequence is inside the CRC, unlike the base offset."""
     scan = scan_batches(buf)
     counts = scan.records_count
-    starts = first_sequence + np.cumsum(counts) - counts
-    starts = np.where(starts > 2**31 - 1, starts - 2**31, starts)       # sequences wrap
     positions = scan.position
-    view = np.frombuffer(buf, np.uint8)
-    seq_bytes = starts.astype(">i4").view(np.uint8).reshape(-1, 4)
-    for i, p in enumerate(positions.tolist()):
-        view[p + BASE_SEQUENCE_OFFSET:p + BASE_SEQUENCE_OFFSET + 4] = seq_bytes[i]
-    del view
-    mv = memoryview(buf)
-    for p, s in zip(positions.tolist(), scan.size.tolist()):
-        crc = crc32c(mv[p + 21:p + s])
-        buf[p + CRC_OFFSET:p + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-    mv.release()
-    total = int(counts.sum())
-    return (first_sequence + total) % 2**31 if total else first_sequence
+    patch_field(buf, positions, BatchField.BASE_SEQUENCE, base_sequences(first_sequence, counts))
+    crcs = [compute_crc(buf, p, s) for p, s in zip(positions.tolist(), scan.size.tolist())]
+    patch_field(buf, positions, BatchField.CRC, np.array(crcs, np.uint32))
+    return increment_sequence(first_sequence, int(counts.sum()))
 
 
 STAGED_CHUNK = 8 << 20

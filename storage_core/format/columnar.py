@@ -1,18 +1,27 @@
 """The columnar codec: runs of Kafka batches <-> Arrow tables, the hot path of every read and write.
 
-Decoding walks only the batch headers and the record-length varints in Python (and skips even
-those with a vectorised check when consecutive records have the same length); every other field
-of every record is decoded at once with numpy, and keys, values and headers are gathered with a
-single Arrow ``take`` over a binary array whose offsets are the field boundaries in the buffer.
-Encoding builds each record's small varint prefix with numpy and lets one Arrow ``take`` lay
-prefixes, keys and values out in record order, so record bytes are copied by memcpy, never by
-Python.
+Decoding: ``scan_batches`` walks the batch headers in one compiled pass into header columns
+(``BatchArrays``); compressed batches are decompressed and joined in groups of about a megabyte.
+The compiled record walk (``_kernels.parse_records``: sequential by nature, each record starts
+with its length varint) decodes every record's fields and copies keys and values straight into
+Arrow-allocated buffers; record headers are parsed and gathered the same way
+(``parse_headers``, ``gather_spans``). Per-batch fields reach their records by numpy repeats, and
+the Arrow arrays are built over these buffers without another copy. Legacy (magic 0/1) entries
+are decoded a message at a time by ``legacy``.
+
+Encoding: the compiled ``_kernels.layout_records`` cuts the records into batches of at most
+``max_batch_bytes`` and places each record; ``write_records`` writes every record (varint prefix,
+key, value, headers) in its final place, in the caller's buffer when ``into`` gives one. Batch
+headers and CRCs are then written per batch (after compressing its payload when a codec is set),
+so record bytes are copied once, never by Python.
+
+Both directions stay in this one module (a little over 700 lines) as Kafka's
+``DefaultRecordBatch`` holds both: they share the schema, the kernels' field rows and the limits.
 """
 
 from __future__ import annotations
 
 import struct
-import time
 from typing import Callable
 from dataclasses import dataclass
 
@@ -20,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..common import INT_MAX, LONG_MAX, wall_ms
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
 from .compression import CompressionType, compress, decompress
@@ -27,7 +37,7 @@ from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInput
                                default_max_decompressed, max_records_per_batch, scan_batches,
                                too_many_records)
 from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
-                           CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
+                           CREATE_TIME, CRC_OFFSET, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
                            TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
                            NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
                            RECORD_BATCH_OVERHEAD, compute_attributes, crc32c,
@@ -47,7 +57,7 @@ SCHEMA = pa.schema([
     ("isTransactional", pa.bool_()),
     ("isControl", pa.bool_()),
 ])
-_NO_HEADERS = pa.nulls(0, HEADER_TYPE)     # (pa.array([]) would import pandas: ~0.2 s a process)
+_NO_HEADERS = pa.nulls(0, HEADER_TYPE)     # (pa.array([]) would import pandas)
 DEFAULT_MAX_BATCH_BYTES = 1 << 20     # stays under max.message.bytes (1048588) with the header
 
 
@@ -336,7 +346,7 @@ def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     fields = np.empty((7, n), np.int64)
     if gather:
         room = int((hi - lo).sum())            # a record's key or value lies within its bytes
-        big = room > 2**31 - 1
+        big = room > INT_MAX
         offs = np.empty((2, n + 1), np.int64 if big else np.int32)
         kbuf, vbuf = pa.allocate_buffer(room), pa.allocate_buffer(room)
         kdata, vdata = np.frombuffer(kbuf, np.uint8), np.frombuffer(vbuf, np.uint8)
@@ -399,11 +409,11 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
     length is null), copied once by the compiled kernel into an Arrow-allocated buffer."""
     n = starts.shape[0]
     offsets = np.empty(n + 1, np.int32)
-    total, null_count = _kernels.span_offsets(lengths, offsets, 2**31 - 1)
-    big = total > 2**31 - 1
+    total, null_count = _kernels.span_offsets(lengths, offsets, INT_MAX)
+    big = total > INT_MAX
     if big:
         offsets = np.empty(n + 1, np.int64)
-        total, null_count = _kernels.span_offsets(lengths, offsets, 2**63 - 1)
+        total, null_count = _kernels.span_offsets(lengths, offsets, LONG_MAX)
     data = pa.allocate_buffer(total)
     if total:
         _kernels.gather_spans(arr, starts, lengths, offsets, np.frombuffer(data, np.uint8))
@@ -540,7 +550,7 @@ class BinaryBuilder:
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
         n = len(lengths)
         offsets = np.empty(n + 1, np.int64)
-        _, null_count = _kernels.span_offsets(lengths, offsets, 2**63 - 1)
+        _, null_count = _kernels.span_offsets(lengths, offsets, LONG_MAX)
         validity = (pa.py_buffer(np.packbits(lengths >= 0, bitorder="little")) if null_count
                     else None)
         col = pa.Array.from_buffers(pa.large_binary(), n,
@@ -627,7 +637,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     n = table.num_rows if rows is None else len(rows)
     if n == 0:
         return memoryview(bytearray())
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = wall_ms() if now_ms is None else now_ms
     total = table.num_rows
     value = _binary_column(table, "value", required=True)
     key = _binary_column(table, "key", required=False)
@@ -698,7 +708,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                          partition_leader_epoch, 2, 0, attrs, cnt - 1, int(base_ts[b]),
                          int(max_ts[b]), producer_id, producer_epoch, seq, cnt)
         tail = memoryview(target)[at_ + ATTRIBUTES_OFFSET:at_ + RECORD_BATCH_OVERHEAD]
-        struct.pack_into(">I", target, at_ + 17, crc32c(payload, crc32c(tail)))
+        struct.pack_into(">I", target, at_ + CRC_OFFSET, crc32c(payload, crc32c(tail)))
         if codec:
             parts.append(head)
             parts.append(payload)

@@ -185,32 +185,35 @@ class BatchArrays:
     def __len__(self) -> int:
         return self.fields.shape[0]
 
-    def column(self, name: str) -> np.ndarray:
-        return self.fields[:, _COLUMNS.index(name)]
+    def column(self, name: str | HeaderColumn) -> np.ndarray:
+        """The column ``name`` (a ``HeaderColumn``, or its name in lower case) as a view: writing
+        into it updates ``fields``."""
+        col = name if isinstance(name, HeaderColumn) else _COLUMNS.index(name)
+        return self.fields[:, col]
 
     @property
     def position(self) -> np.ndarray:
-        return self.fields[:, 0]
+        return self.fields[:, HeaderColumn.POSITION]
 
     @property
     def size(self) -> np.ndarray:
-        return self.fields[:, 1]
+        return self.fields[:, HeaderColumn.SIZE]
 
     @property
     def base_offset(self) -> np.ndarray:
-        return self.fields[:, 2]
+        return self.fields[:, HeaderColumn.BASE_OFFSET]
 
     @property
     def last_offset(self) -> np.ndarray:
-        return self.fields[:, 2] + self.fields[:, 7]
+        return self.fields[:, HeaderColumn.BASE_OFFSET] + self.fields[:, HeaderColumn.LAST_OFFSET_DELTA]
 
     @property
     def max_timestamp(self) -> np.ndarray:
-        return self.fields[:, 9]
+        return self.fields[:, HeaderColumn.MAX_TIMESTAMP]
 
     @property
     def records_count(self) -> np.ndarray:
-        return self.fields[:, 13]
+        return self.fields[:, HeaderColumn.RECORDS_COUNT]
 
     def header(self, i: int) -> BatchHeader:
         f = self.fields[i].tolist()
@@ -240,8 +243,10 @@ def scan_batches(buf, start: int = 0, end: int | None = None, *, verify: bool = 
     if verify and n:
         mv = memoryview(buf).cast("B")
         try:
-            for _i, (p, s, c, cnt) in enumerate(zip(fields[:, 0].tolist(), fields[:, 1].tolist(),
-                                                   fields[:, 5].tolist(), fields[:, 13].tolist())):
+            for p, s, c, cnt in zip(fields[:, HeaderColumn.POSITION].tolist(),
+                                    fields[:, HeaderColumn.SIZE].tolist(),
+                                    fields[:, HeaderColumn.CRC].tolist(),
+                                    fields[:, HeaderColumn.RECORDS_COUNT].tolist()):
                 if cnt < 0 or crc32c(mv[p + ATTRIBUTES_OFFSET:p + s]) != c:
                     try:
                         ensure_valid(buf, p, s)

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import crc32c as _crc32c
+import numpy as np
 
+from ..common import INT_MAX, LONG_MIN
 from ..errors import CorruptRecordError, UnsupportedFormatError
 from .batch_header import (HEADER_SIZE_UP_TO_MAGIC, HEADER_STRUCT, LOG_OVERHEAD,  # noqa: F401
                            RECORD_BATCH_OVERHEAD, BatchField)
@@ -48,7 +50,7 @@ NO_TIMESTAMP_TYPE = -1
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-INT32_MAX = 2**31 - 1
+INT32_MAX = INT_MAX               # kept: tests and producer state import it from here
 
 
 def crc32c(data, value: int = 0) -> int:
@@ -57,7 +59,7 @@ def crc32c(data, value: int = 0) -> int:
 
 def _int64(n: int) -> int:
     """Java ``long`` arithmetic: wrap to 64 bits, as the broker (and numpy) would."""
-    return ((n + 2**63) % 2**64) - 2**63
+    return ((n - LONG_MIN) % 2**64) + LONG_MIN
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -65,6 +67,13 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
+
+
+def base_sequences(first_sequence: int, counts: np.ndarray) -> np.ndarray:
+    """The base sequences of consecutive batches of ``counts`` records each, the first numbered
+    ``first_sequence``: ``incrementSequence`` over a whole array (int64, wrapped after Int.MAX)."""
+    starts = first_sequence + np.cumsum(counts) - counts
+    return np.where(starts > INT32_MAX, starts - (INT32_MAX + 1), starts)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -389,12 +398,13 @@ def ensure_valid(buf, pos: int = 0, size: int | None = None) -> BatchHeader:
 
 def set_last_offset(buf: bytearray, pos: int, last_offset: int) -> None:
     """``setLastOffset``: rewrite baseOffset (outside the CRC) so the batch ends at ``last_offset``."""
-    last_delta = struct.unpack_from(">i", buf, pos + 23)[0]
-    struct.pack_into(">q", buf, pos, last_offset - last_delta)
+    last_delta = struct.unpack_from(">i", buf, pos + BatchField.LAST_OFFSET_DELTA.offset)[0]
+    struct.pack_into(">q", buf, pos + BatchField.BASE_OFFSET.offset, last_offset - last_delta)
 
 
 def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
-    struct.pack_into(">i", buf, pos + 12, epoch)
+    """``setPartitionLeaderEpoch``: outside the CRC, rewritten in place."""
+    struct.pack_into(">i", buf, pos + BatchField.PARTITION_LEADER_EPOCH.offset, epoch)
 
 
 def set_max_timestamp(buf: bytearray, pos: int, timestamp_type: int, max_timestamp: int) -> None:

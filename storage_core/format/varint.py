@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from ..errors import CorruptRecordError
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 
 def zigzag_encode(n: int, bits: int = 64) -> int:
@@ -40,14 +38,14 @@ def encode_unsigned_varint32(n: int) -> bytes:
 
 def encode_varint(n: int) -> bytes:
     """Zig-zag varint of a 32-bit int."""
-    if not -(2**31) <= n <= INT32_MAX:
+    if not INT_MIN <= n <= INT_MAX:
         raise ValueError(f"varint out of int32 range: {n}")
     return encode_unsigned_varint(zigzag_encode(n, 32))
 
 
 def encode_varlong(n: int) -> bytes:
     """Zig-zag varlong of a 64-bit int."""
-    if not -(2**63) <= n <= INT64_MAX:
+    if not LONG_MIN <= n <= LONG_MAX:
         raise ValueError(f"varlong out of int64 range: {n}")
     return encode_unsigned_varint(zigzag_encode(n, 64))
 
