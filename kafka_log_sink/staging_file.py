@@ -6,8 +6,8 @@ settings. Direct for big files under fsync per commit: the commit must have thei
 disk before it returns, and they become segments as they are (``Log.append_segment_file``), so
 the task sends them to the disk itself, ``O_DIRECT`` in aligned chunks, by a writer thread
 while it encodes the next rows. No page-cache page is allocated, filled, then written back
-and fsynced later by the driver (on this project's 2-core VMs, filling fresh page-cache pages
-cost 0.05-0.5 s per 230 MB, depending on the host: ``BENCHMARKS.md``).
+and fsynced later by the driver (what filling fresh page-cache pages costs varies by host:
+``BENCHMARKS.md``).
 
 A file starts in memory; it goes direct when it reaches one chunk. A file that never does is
 written buffered when the task finishes, so a streaming micro-batch's small files stay in the

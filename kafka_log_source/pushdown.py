@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrE
                                     LessThan, LessThanOrEqual, StringStartsWith)
 
 from . import catalog
-from .datasource import KafkaLogBatchReader
+from .batch_reader import KafkaLogBatchReader
 from .offsets import EARLIEST, LATEST, TopicPartition
 
 

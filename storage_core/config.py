@@ -1,5 +1,5 @@
 """LogConfig: a partition's configuration, with Kafka's topic property names and defaults
-(``LogConfig.java``; kafka_format.md §17).
+(Kafka's ``LogConfig`` and ``TopicConfig``).
 
 Python code uses the snake_case fields; ``from_properties`` / ``to_properties`` speak Kafka's
 dotted names (``segment.bytes``), which is also how per-topic overrides are stored on disk.

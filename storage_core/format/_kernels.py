@@ -2,7 +2,7 @@
 
 Finding where each record starts is inherently sequential (each record's length says where the
 next begins), and so is walking a record's fields. Done in Python this walk is the floor of
-decoding (~300 ns a record); vectorised numpy workarounds cost more than they save. These
+decoding; vectorised numpy workarounds cost more than they save. These
 kernels do exactly that walk, compiled by numba, and leave everything else (gathering keys and
 values, building columns) to numpy and Arrow. They read only inside ``[lo, hi)`` of each batch,
 check every length against its record before using it, and stop at the first fault, returning
@@ -32,7 +32,7 @@ _njit = nb.njit(cache=True, nogil=True, boundscheck=False)
 @intrinsic
 def _copy(typingctx, dst, dst_at, src, src_at, n):
     """``memcpy(dst + dst_at, src + src_at, n)`` over uint8 arrays. A slice assignment compiles
-    to a byte loop; moving keys and values is the one place where that shows (~2x)."""
+    to a byte loop; moving keys and values is the one place where that shows."""
     sig = types.void(dst, dst_at, src, src_at, n)
 
     def codegen(context, builder, signature, args):

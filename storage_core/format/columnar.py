@@ -380,7 +380,7 @@ def _binary(type_: pa.DataType, lengths: np.ndarray, offsets: np.ndarray,
 
 def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
     """A non-null fixed-width column over ``values``' memory (no copy; ``pa.array`` of a small
-    numpy array costs ten times more, which is what a one-batch lookup would pay)."""
+    numpy array costs far more, which is what a one-batch lookup would pay)."""
     values = np.ascontiguousarray(values)
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 

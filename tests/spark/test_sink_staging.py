@@ -194,7 +194,7 @@ def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monke
     some bytes is undone, so the segment never holds a partial batch behind its size."""
     import os
 
-    from storage_core import segment as segment_module
+    from storage_core.log import segment as segment_module
     from storage_core.config import LogConfig
     from storage_core.log import LogSegment
 
