@@ -23,8 +23,9 @@ Not thread-safe: ``Log`` makes every call under its lock, as Kafka's ``UnifiedLo
   segment chosen (after a roll), ``analyze_append`` gets the batches that carry a producer id,
   as ``(buf, info)`` pairs (``buf`` may be None where only headers are known: staged and
   renamed-in files), with the segment's base offset and the position the batches start at
-  (a transaction's first offset metadata). A duplicate (a client retry of one of the last five batches) is answered with the
-  original's offsets by ``append_raw`` and refused by the file appends, nothing written. After
+  (a transaction's first offset metadata). A duplicate (a client retry of one of the last
+  five batches) is answered with the original's offsets by ``append_raw`` and refused by the
+  file appends, nothing written. After
   the write, ``finish_append(pending, next_offset, on_aborted_txn=segment.update_txn_index)``
   (an ABORT's ``AbortedTxn`` is indexed before the transaction completes: if that raises, the
   LSO does not move); an append without producer ids only calls ``update_map_end_offset``.
