@@ -33,7 +33,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,8 @@ from .staged_append import append_staged, can_append_staged
 from .writer import ProducerIdentity, StagedRun
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STATE_DIR = "kafkalog-sink"
 LOCK_WAIT_S = 60.0
@@ -156,7 +158,7 @@ class SinkCoordinator:
         self._crash_point("complete")
         self.discard(runs)
 
-    def _side_by_side(self, fn, items: list) -> None:
+    def _side_by_side(self, fn: Callable[[T], object], items: list[T]) -> None:
         """``fn(item)`` for every item, on threads when there are several (partitions are
         separate logs; copies, CRCs and fsyncs release the GIL, and the executors are idle
         while the driver commits). The first failure is raised once all have stopped."""

@@ -83,7 +83,7 @@ def append_staged(log: Log, runs: list[StagedRun], producer: ProducerIdentity,
     # offsets the batches are numbered from are the ones they are appended at, which
     # Log.append_from_file / append_segment_file check all the same
     offset, seq = log.log_end_offset, first_sequence
-    numbered: list[tuple[Path, int, int, BatchArrays]] = []
+    numbered: list[tuple[Path, int, int, BatchArrays | None]] = []
     try:
         for run in runs:
             path = Path(run.path)
@@ -102,13 +102,13 @@ def append_staged(log: Log, runs: list[StagedRun], producer: ProducerIdentity,
             offset += count
             seq = increment_sequence(seq, count)
         first = log.log_end_offset
-        for path, fd, size, scan in numbered:
-            if scan is None:
+        for path, fd, size, batches in numbered:
+            if batches is None:
                 continue
-            if size >= segment_min_bytes and log.can_take_segment_file(path, scan):
-                log.append_segment_file(path, scan)
+            if size >= segment_min_bytes and log.can_take_segment_file(path, batches):
+                log.append_segment_file(path, batches)
             else:
-                log.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
+                log.append_from_file(fd, batches, max_append_bytes=GROUP_BYTES)
     finally:
         for _, fd, _, _ in numbered:
             os.close(fd)

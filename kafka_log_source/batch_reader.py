@@ -51,7 +51,8 @@ class KafkaLogBatchReader(DataSourceReader):
         self._plan = (ranges, infos, dirs)
         return ranges
 
-    def _limit_offsets(self, res: "Resolver", limit: OffsetLimit, dirs, infos, *,
+    def _limit_offsets(self, res: Resolver, limit: OffsetLimit, dirs: dict[TopicPartition, Path],
+                       infos: dict[TopicPartition, catalog.PartitionInfo], *,
                        starting: bool) -> dict[TopicPartition, int]:
         if isinstance(limit, Earliest):
             return {tp: EARLIEST for tp in dirs}

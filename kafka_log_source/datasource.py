@@ -15,10 +15,11 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
+                                    DataSourceStreamArrowWriter, DataSourceStreamReader,
                                     InputPartition)
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
@@ -34,7 +35,8 @@ from .offsets import (LATEST, OffsetRange, TopicPartition, offsets_behind, offse
                       offsets_to_json, rate_limit, topic_ids_from_json)
 from .options import Latest, SourceOptions, check_at_load, parse_source_options
 from .pushdown import KafkaLogPushdownReader
-from .reader import DATA_LOSS_HINT, DataLossError, read_partition, spark_schema
+from .reader import (DATA_LOSS_HINT, DataLossError, KafkaLogInputPartition, read_partition,
+                     spark_schema)
 from .tail import DataDirView
 
 logger = logging.getLogger(__name__)
@@ -70,11 +72,11 @@ class KafkaLogDataSource(DataSource):
                                      f"must be true or false")
         return KafkaLogPushdownReader(opts) if pushdown == "true" else KafkaLogBatchReader(opts)
 
-    def writer(self, schema: StructType, overwrite: bool):
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from kafka_log_sink import batch_writer
         return batch_writer(self.options, schema, overwrite)
 
-    def streamWriter(self, schema: StructType, overwrite: bool):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         # complete mode (overwrite) is accepted as append, as Spark's Kafka sink does
         from kafka_log_sink import stream_writer
         return stream_writer(self.options, schema)
@@ -84,7 +86,7 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogStreamReader(parse_source_options(self.options, streaming=True))
 
 
-def _include_headers(options) -> bool:
+def _include_headers(options: Mapping[str, str]) -> bool:
     raw = str(options.get("includeHeaders", "false")).strip().lower()
     if raw not in ("true", "false"):
         raise InvalidConfigError(f"Invalid value {raw!r} for option 'includeHeaders': must be "
@@ -92,7 +94,7 @@ def _include_headers(options) -> bool:
     return raw == "true"
 
 
-def _check_schema(schema: StructType, options) -> None:
+def _check_schema(schema: StructType, options: Mapping[str, str]) -> None:
     if schema.simpleString() != spark_schema(_include_headers(options)).simpleString():
         raise InvalidConfigError("Kafka source has a fixed schema and cannot be set with a custom "
                                  f"one (got {schema.simpleString()})")
@@ -103,18 +105,23 @@ def _ids(infos: dict[TopicPartition, catalog.PartitionInfo]) -> dict[TopicPartit
 
 
 def _recreated(seen: Mapping[TopicPartition, str | None],
-               infos: dict[TopicPartition, catalog.PartitionInfo], among) -> dict[TopicPartition, str]:
+               infos: dict[TopicPartition, catalog.PartitionInfo],
+               among: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
     """The partitions of ``among`` that had a topic id (``seen``) and now have another one: their
     topic was deleted and recreated. -> {tp: the id now}. A partition without an id now is
     not counted (a directory being created shows none until its writer records it; one
     rewritten by a writer without ids is followed by its offsets alone, keeping the last id)."""
-    return {tp: infos[tp].topic_id for tp in among
-            if tp in infos and seen.get(tp) is not None and infos[tp].topic_id is not None
-            and infos[tp].topic_id != seen[tp]}
+    out: dict[TopicPartition, str] = {}
+    for tp in among:
+        now = infos[tp].topic_id if tp in infos else None
+        if now is not None and seen.get(tp) is not None and now != seen[tp]:
+            out[tp] = now
+    return out
 
 
-def _recreated_message(changed: dict[TopicPartition, str], seen, infos) -> str:
-    by_topic: dict[tuple[str, str, str], list[int]] = {}
+def _recreated_message(changed: dict[TopicPartition, str], seen: Mapping[TopicPartition, str | None],
+                       infos: dict[TopicPartition, catalog.PartitionInfo]) -> str:
+    by_topic: dict[tuple[str, str | None, str], list[int]] = {}
     for (topic, partition), now in sorted(changed.items()):
         by_topic.setdefault((topic, seen[(topic, partition)], now), []).append(partition)
     return " ".join(
@@ -138,7 +145,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``failOnDataLoss=false``, a warning and the new topic read from its earliest offset.
     Partitions without an id are followed by their offsets alone, as Spark's Kafka source does."""
 
-    def __init__(self, opts: SourceOptions, clock=None) -> None:
+    def __init__(self, opts: SourceOptions, clock: Callable[[], int] | None = None) -> None:
         self.opts = opts
         self._clock = clock
         self._initial: dict | None = None
@@ -200,7 +207,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         infos = self._partitions_now()[1]
         now = {tp: info.latest for tp, info in infos.items()}
         if self._available_now is not None:
-            self._check_available_now(now, infos)
+            self._check_available_now(self._available_now, now, infos)
             latest = dict(self._available_now)
         else:
             latest = now
@@ -244,12 +251,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ids.update(_ids(infos))
         return offsets_to_json(merged, ids)
 
-    def _check_available_now(self, now: dict[TopicPartition, int],
+    def _check_available_now(self, snap: dict[TopicPartition, int], now: dict[TopicPartition, int],
                              infos: dict[TopicPartition, catalog.PartitionInfo]) -> None:
         """``KafkaMicroBatchStream``'s checks under AvailableNow, failing whatever
         failOnDataLoss says: the partitions of the snapshot must still exist and still reach
-        the snapshot's offsets, and (kafkalog) still be the same topic (topic id)."""
-        snap = self._available_now
+        the snapshot's offsets (``snap``), and (kafkalog) still be the same topic (topic id)."""
         changed = _recreated(self._available_now_ids, infos, self._available_now_ids)
         if changed:
             raise DataLossError(
@@ -271,13 +277,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{json.dumps(offsets_to_json(now))}, end offset: "
                 f"{json.dumps(offsets_to_json(snap))}")
 
-    def _earliest_of_new(self, begin, latest) -> dict[TopicPartition, int]:
+    def _earliest_of_new(self, begin: Mapping[TopicPartition, int],
+                         latest: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         if all(tp in begin for tp in latest):
             return {}
         infos = self._partitions_now()[1]
         return {tp: infos[tp].earliest for tp in latest if tp not in begin and tp in infos}
 
-    def _delay_batch(self, frm, latest) -> bool:
+    def _delay_batch(self, frm: Mapping[TopicPartition, int],
+                     latest: Mapping[TopicPartition, int]) -> bool:
         """``KafkaMicroBatchStream.delayBatch``: skip this trigger while fewer than
         ``minOffsetsPerTrigger`` offsets are new and ``maxTriggerDelay`` has not passed since
         the last batch that ran (the first batch always runs)."""
@@ -287,7 +295,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return False
         if now - self._last_batch_ms >= self.opts.max_trigger_delay_ms:
             return False
-        return offsets_behind(frm, latest) < self.opts.min_offsets_per_trigger
+        min_offsets = self.opts.min_offsets_per_trigger
+        return min_offsets is not None and offsets_behind(frm, latest) < min_offsets
 
     def reportLatestOffset(self) -> dict | None:
         return offsets_to_json(self._latest) if self._latest else None
@@ -344,6 +353,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         logger.warning("%s %s (failOnDataLoss=false).", message, instead)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaLogInputPartition):
+            return iter(())                 # Spark's placeholder when there is nothing to read
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:

@@ -212,8 +212,9 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int],
     for (topic, partition) in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
     ids: dict[str, Any] = {}
-    for topic, parts in (out.items() if topic_ids else ()):
-        known = {p: topic_ids[(topic, int(p))] for p in parts if (topic, int(p)) in topic_ids}
+    given = topic_ids or {}
+    for topic, parts in (out.items() if given else ()):
+        known = {p: given[(topic, int(p))] for p in parts if (topic, int(p)) in given}
         if not known:
             continue
         distinct = set(known.values())
@@ -227,11 +228,14 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int],
 def topic_ids_from_json(obj: Mapping[str, Any] | str) -> dict[TopicPartition, str]:
     """The per-partition topic ids of a source offset (``{}`` for one written without them)."""
     if isinstance(obj, str):
+        text = obj
         try:
-            obj = json.loads(obj)
+            obj = json.loads(text)
         except ValueError:
-            raise InvalidConfigError(_OFFSETS_EXAMPLE + obj) from None
-    ids = obj.get(TOPIC_IDS_KEY) if isinstance(obj, Mapping) else None
+            raise InvalidConfigError(_OFFSETS_EXAMPLE + text) from None
+    if not isinstance(obj, Mapping):
+        return {}
+    ids = obj.get(TOPIC_IDS_KEY)
     if ids is None:
         return {}
     out: dict[TopicPartition, str] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Union
+from typing import Iterable, Mapping, Union
 
 from storage_core.errors import InvalidConfigError
 
@@ -288,7 +288,7 @@ def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
                 f"{e} for topic {t} partition {p}.")
 
 
-def _tps(m) -> str:
+def _tps(m: Iterable[TopicPartition]) -> str:
     return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(m)) + "]"
 
 

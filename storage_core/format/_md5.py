@@ -135,7 +135,7 @@ def _bswap(v):
 
 
 @_njit
-def md5_spans(data, starts, lengths, out):
+def md5_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = MD5 of ``data[starts[i]:starts[i] + lengths[i]]`` as two uint64, the
     digest's big-endian halves. The caller has checked that every span lies within ``data``."""
     tail = np.zeros(128, np.uint8)         # the last partial block, padding and bit length

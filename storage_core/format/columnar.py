@@ -22,7 +22,7 @@ Both directions stay in this one module (a little over 700 lines) as Kafka's
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from typing import Any, Callable, Literal, NoReturn, overload
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,11 +32,12 @@ import pyarrow.compute as pc
 from ..common import INT_MAX, LONG_MAX, wall_ms
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
+from .buffers import ByteBuffer
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
                                default_max_decompressed, max_records_per_batch, scan_batches,
                                too_many_records)
-from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
+from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, BatchHeader,
                            CREATE_TIME, CRC_OFFSET, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
                            TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
                            NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
@@ -80,13 +81,13 @@ def empty_table() -> pa.Table:
 
 # ------------------------------------------------------------------------------- decoding
 
-def decode_batches(buf, **kwargs) -> pa.Table:
+def decode_batches(buf: ByteBuffer, **kwargs: Any) -> pa.Table:
     """Decode any run of batches (bytes, memoryview or mmap; any magic, any codec) into one
     table in ``SCHEMA``. See ``decode_run`` for options and for the partial-batch position."""
     return decode_run(buf, **kwargs).table
 
 
-def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
+def decode_run(buf: ByteBuffer, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
                max_batch_size: int | None = None, max_decompressed: int | None = None,
                max_decoded: int | None = None, source: str | None = None,
                check_order: bool = False) -> DecodedRun:
@@ -150,7 +151,7 @@ def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> 
     recs = []
     for info in entries:
         try:
-            recs.extend(legacy.deep_records(info.entry, max_decompressed=limit))
+            recs.extend(legacy.deep_records(info.legacy_entry, max_decompressed=limit))
         except CorruptRecordError as e:
             raise e.located(source=source) from e.__cause__
     n = len(recs)
@@ -212,13 +213,13 @@ def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays, *, bounded: b
 
 def _corrupt(reason: str, info: BatchInfo, source: str | None,
              cls: type[CorruptRecordError] = CorruptRecordError) -> CorruptRecordError:
-    return cls(reason, position=info.position, source=source, offset=info.header.base_offset)
+    return cls(reason, position=info.position, source=source, offset=info.v2_header.base_offset)
 
 
 _GROUP_BYTES = 1 << 20   # decompressed batches smaller than this are joined before decoding
 
 
-def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
+def _decode_v2(buf: ByteBuffer, scan: BatchArrays, limit: int, source: str | None,
                max_decoded: int | None = None) -> tuple[pa.Table, int, int]:
     """Decode a run of v2 batches: ``(table, batches decoded, record bytes decoded)``, stopping
     after the batch whose record bytes reach ``max_decoded``. Uncompressed batches are read in
@@ -242,8 +243,8 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     dense = np.flatnonzero(counts > max_records_per_batch(limit))
     if dense.size:
         info = scan.info(int(dense[0]))
-        raise too_many_records(info.header.records_count, limit, position=info.position,
-                               offset=info.header.base_offset, source=source)
+        raise too_many_records(info.v2_header.records_count, limit, position=info.position,
+                               offset=info.v2_header.base_offset, source=source)
     if not codec.any():
         record_bytes = np.cumsum(size - RECORD_BATCH_OVERHEAD)
         used = len(scan)
@@ -256,7 +257,7 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     mv = memoryview(buf)
     tables = []
     first = 0
-    pieces: list = []
+    pieces: list[bytes | memoryview] = []
     total = decoded = used = 0
 
     def flush(upto: int) -> None:
@@ -270,6 +271,7 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     for i, (p, s, c, n) in enumerate(zip(scan.position.tolist(), size.tolist(), codec.tolist(),
                                          counts.tolist())):
         lo, hi = p + RECORD_BATCH_OVERHEAD, p + s
+        piece: bytes | memoryview
         if c:
             try:
                 piece = decompress(c, mv[lo:hi], magic=2, max_size=limit)
@@ -294,7 +296,7 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables), used, decoded
 
 
-def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+def _decode_group(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> pa.Table:
     counts = scan.records_count
     n = int(counts.sum())
@@ -334,8 +336,20 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     ], schema=SCHEMA)
 
 
-def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
-                  source: str | None, *, gather: bool = False):
+@overload
+def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None, *, gather: Literal[False] = False) -> np.ndarray: ...
+
+
+@overload
+def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None, *,
+                  gather: Literal[True]) -> tuple[np.ndarray, pa.Array, pa.Array]: ...
+
+
+def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None, *,
+                  gather: bool = False) -> np.ndarray | tuple[np.ndarray, pa.Array, pa.Array]:
     """Every record's fields (``_kernels.parse_records``' seven rows: ``fields[k]`` is field k
     of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``;
     the codec's error for the first record that does not decode. With ``gather``, also the
@@ -357,7 +371,7 @@ def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     if code != _kernels.OK:
         del arr, kdata, vdata   # the error's traceback must not keep buf exported
         infos = [scan.info(i) for i in range(len(scan))]
-        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
+        _raise_fault(data, done, b, code, counts, infos, [i.v2_header for i in infos],
                      list(zip(lo.tolist(), hi.tolist())), source)
     if not gather:
         return fields
@@ -385,7 +399,9 @@ def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
-def _raise_fault(data, done, b, code, counts, infos, headers, ranges, source):
+def _raise_fault(data: ByteBuffer, done: int, b: int, code: int, counts: np.ndarray,
+                 infos: list[BatchInfo], headers: list[BatchHeader], ranges: list[tuple[int, int]],
+                 source: str | None) -> NoReturn:
     """Turn a kernel fault into Kafka's message: re-read the batch with the scalar decoder."""
     info, header, (lo, hi) = infos[b], headers[b], ranges[b]
     index = done - int(counts[:b].sum())
@@ -423,7 +439,8 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
                                  [validity, pa.py_buffer(offsets), data], null_count=null_count)
 
 
-def _headers_column(arr, vstart, vlen, hcount) -> pa.Array:
+def _headers_column(arr: np.ndarray, vstart: np.ndarray, vlen: np.ndarray,
+                    hcount: np.ndarray) -> pa.Array:
     n = hcount.shape[0]
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(hcount, out=offsets[1:])
@@ -561,7 +578,11 @@ class BinaryBuilder:
         return col
 
 
-def _header_columns(table: pa.Table, n: int, rows: np.ndarray | None = None):
+_Spans = tuple[np.ndarray, np.ndarray, np.ndarray]         # _arrow_bytes: data, offsets, lengths
+
+
+def _header_columns(table: pa.Table, n: int, rows: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, _Spans, _Spans, np.ndarray]:
     """Per record (of ``rows`` only, when given): header count and index of its first header;
     flattened header keys and values as (data, offsets, lengths); and each record's encoded
     header bytes."""
@@ -674,12 +695,12 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
                                transactional=transactional)
     mv = memoryview(out)
-    parts: list = []
+    parts: list[memoryview | bytes | bytearray] = []
     for b in range(nb):
         start, end = int(batch_start[b]), int(batch_end[b])
         lo, cnt = int(first[b]), int(counts[b])
         seq = increment_sequence(base_sequence, lo) if base_sequence >= 0 else NO_SEQUENCE
-        payload = mv[start + RECORD_BATCH_OVERHEAD:end]
+        payload: memoryview | bytes = mv[start + RECORD_BATCH_OVERHEAD:end]
         if codec:
             payload = compress(codec, payload, magic=2, level=compression_level)
             if RECORD_BATCH_OVERHEAD + len(payload) > max_batch_bytes and cnt > 1:
@@ -700,7 +721,8 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                         rows=None if rows is None else rows[sub:sub + sub_cnt]))
                 continue
             head = bytearray(RECORD_BATCH_OVERHEAD)
-            target, at_ = head, 0
+            target: bytearray | memoryview = head
+            at_ = 0
         else:
             target, at_ = mv, start
         HEADER.pack_into(target, at_, base_offset + lo,

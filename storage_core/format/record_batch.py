@@ -24,6 +24,7 @@ from ..common import INT_MAX, LONG_MIN
 from ..errors import CorruptRecordError, UnsupportedFormatError
 from .batch_header import (HEADER_SIZE_UP_TO_MAGIC, HEADER_STRUCT, LOG_OVERHEAD,  # noqa: F401
                            RECORD_BATCH_OVERHEAD, BatchField)
+from .buffers import ByteBuffer
 from .varint import (decode_varint, decode_varlong, encode_varint, encode_varlong)
 
 HEADER = HEADER_STRUCT
@@ -53,7 +54,7 @@ LOG_APPEND_TIME = 1
 INT32_MAX = INT_MAX               # kept: tests and producer state import it from here
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: ByteBuffer, value: int = 0) -> int:
     return _crc32c.crc32c(data, value)
 
 
@@ -118,7 +119,7 @@ class BatchHeader:
     records_count: int
 
     @classmethod
-    def parse(cls, buf, pos: int = 0) -> "BatchHeader":
+    def parse(cls, buf: ByteBuffer, pos: int = 0) -> "BatchHeader":
         f = HEADER.unpack_from(buf, pos)
         return cls(f[0], f[1], f[2], f[3], f[4], f[5] & 0xFF, *f[6:])
 
@@ -232,7 +233,7 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
     return encode_varint(len(body)) + body
 
 
-def decode_record(buf, pos: int, header: BatchHeader, limit: int | None = None) -> tuple[Record, int]:
+def decode_record(buf: ByteBuffer, pos: int, header: BatchHeader, limit: int | None = None) -> tuple[Record, int]:
     """``DefaultRecord.readFrom``: one record at ``pos``; returns it and the next position.
 
     Every length is checked against the record's declared size before use, as Kafka does, so a
@@ -363,15 +364,15 @@ def write_empty_header(*, base_offset: int, last_offset: int, max_timestamp: int
     return bytes(raw)
 
 
-def stored_crc(buf, pos: int = 0) -> int:
+def stored_crc(buf: ByteBuffer, pos: int = 0) -> int:
     return struct.unpack_from(">I", buf, pos + CRC_OFFSET)[0]
 
 
-def compute_crc(buf, pos: int, size: int) -> int:
+def compute_crc(buf: ByteBuffer, pos: int, size: int) -> int:
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size])
 
 
-def ensure_valid(buf, pos: int = 0, size: int | None = None) -> BatchHeader:
+def ensure_valid(buf: ByteBuffer, pos: int = 0, size: int | None = None) -> BatchHeader:
     """``DefaultRecordBatch.ensureValid``: header sanity and CRC. Returns the parsed header."""
     avail = len(buf) - pos
     if avail < RECORD_BATCH_OVERHEAD:
@@ -423,5 +424,5 @@ def set_max_timestamp(buf: bytearray, pos: int, timestamp_type: int, max_timesta
     struct.pack_into(">I", buf, pos + CRC_OFFSET, compute_crc(buf, pos, header.size_in_bytes))
 
 
-def with_header(header: BatchHeader, **changes) -> BatchHeader:
+def with_header(header: BatchHeader, **changes: int) -> BatchHeader:
     return replace(header, **changes)

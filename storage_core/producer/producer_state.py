@@ -527,8 +527,8 @@ class ProducerStateManager:
                 logger.warning("Failed to load producer snapshot from '%s': %s", path, e)
                 self._remove_and_delete_snapshot(offset)
                 continue
-            for e in entries:
-                entry = ProducerStateEntry.from_snapshot_entry(e)
+            for snapshot_entry in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(snapshot_entry)
                 if not self._is_expired(now_ms, entry):
                     self.load_producer_entry(entry)
             self._last_snap_offset = self._last_map_offset = offset
