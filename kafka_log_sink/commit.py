@@ -40,7 +40,7 @@ import numpy as np
 from storage_core.checkpoint import atomic_write
 from storage_core.errors import KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
-from storage_core.format.batch_header import BatchField, patch_field
+from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
 from storage_core.log import Log
 
@@ -410,9 +410,9 @@ def _staged_chunks(path: Path, size: int, chunk: int = STAGED_CHUNK) -> Iterator
                         f"Staged file {path} ends with {have} bytes that are not a whole batch "
                         f"after {done} of {size} bytes: staging was changed or truncated")
                 return
-            elif have >= 12:
+            elif have >= LOG_OVERHEAD:
                 # a batch larger than the chunk: read all of it, then cut as usual
-                need = int.from_bytes(buf[8:12], "big", signed=True) + 12
+                need = int(read_field(buf, np.zeros(1, np.int64), BatchField.LENGTH)[0]) + LOG_OVERHEAD
                 if need <= have:
                     raise KafkaLogError(f"Staged file {path} holds a corrupt batch at "
                                         f"position {done}")
