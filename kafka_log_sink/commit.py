@@ -33,14 +33,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
 from storage_core.checkpoint import atomic_write
 from storage_core.errors import KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
-from storage_core.format.record_batch import CRC_OFFSET, crc32c, increment_sequence
+from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
+from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
 from storage_core.log import Log
 
 from .options import SinkOptions, default_staging
@@ -49,8 +50,9 @@ from .writer import ProducerIdentity, StagedRun
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 STATE_DIR = "kafkalog-sink"
-BASE_SEQUENCE_OFFSET = 53
 LOCK_WAIT_S = 60.0
 
 
@@ -156,7 +158,7 @@ class SinkCoordinator:
         self._crash_point("complete")
         self.discard(runs)
 
-    def _side_by_side(self, fn, items: list) -> None:
+    def _side_by_side(self, fn: Callable[[T], object], items: list[T]) -> None:
         """``fn(item)`` for every item, on threads when there are several (partitions are
         separate logs; copies, CRCs and fsyncs release the GIL, and the executors are idle
         while the driver commits). The first failure is raised once all have stopped."""
@@ -368,21 +370,11 @@ def number_sequences(buf: bytearray, first_sequence: int) -> int:
     sequence. The base sequence is inside the CRC, unlike the base offset."""
     scan = scan_batches(buf)
     counts = scan.records_count
-    starts = first_sequence + np.cumsum(counts) - counts
-    starts = np.where(starts > 2**31 - 1, starts - 2**31, starts)       # sequences wrap
     positions = scan.position
-    view = np.frombuffer(buf, np.uint8)
-    seq_bytes = starts.astype(">i4").view(np.uint8).reshape(-1, 4)
-    for i, p in enumerate(positions.tolist()):
-        view[p + BASE_SEQUENCE_OFFSET:p + BASE_SEQUENCE_OFFSET + 4] = seq_bytes[i]
-    del view
-    mv = memoryview(buf)
-    for p, s in zip(positions.tolist(), scan.size.tolist()):
-        crc = crc32c(mv[p + 21:p + s])
-        buf[p + CRC_OFFSET:p + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-    mv.release()
-    total = int(counts.sum())
-    return (first_sequence + total) % 2**31 if total else first_sequence
+    patch_field(buf, positions, BatchField.BASE_SEQUENCE, base_sequences(first_sequence, counts))
+    crcs = [compute_crc(buf, p, s) for p, s in zip(positions.tolist(), scan.size.tolist())]
+    patch_field(buf, positions, BatchField.CRC, np.array(crcs, np.uint32))
+    return increment_sequence(first_sequence, int(counts.sum()))
 
 
 STAGED_CHUNK = 8 << 20
@@ -418,9 +410,9 @@ def _staged_chunks(path: Path, size: int, chunk: int = STAGED_CHUNK) -> Iterator
                         f"Staged file {path} ends with {have} bytes that are not a whole batch "
                         f"after {done} of {size} bytes: staging was changed or truncated")
                 return
-            elif have >= 12:
+            elif have >= LOG_OVERHEAD:
                 # a batch larger than the chunk: read all of it, then cut as usual
-                need = int.from_bytes(buf[8:12], "big", signed=True) + 12
+                need = int(read_field(buf, np.zeros(1, np.int64), BatchField.LENGTH)[0]) + LOG_OVERHEAD
                 if need <= have:
                     raise KafkaLogError(f"Staged file {path} holds a corrupt batch at "
                                         f"position {done}")

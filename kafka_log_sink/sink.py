@@ -4,7 +4,7 @@ per micro-batch) and ``df.write.format("kafkalog")`` (append, all or nothing).""
 from __future__ import annotations
 
 import uuid
-from typing import Iterator, List, Optional
+from typing import Iterator, List, Mapping, Optional
 
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
@@ -15,11 +15,13 @@ from storage_core.errors import InvalidConfigError
 
 from .commit import SinkCoordinator, load_producer
 from .options import SinkOptions, check_columns, parse_sink_options
-from .writer import ProducerIdentity, SinkCommitMessage, stage_all
+from .writer import ProducerIdentity, SinkCommitMessage, StagedRun, stage_all
 
 
-def _runs_and_producer(messages: List[Optional[WriterCommitMessage]]):
-    runs, producer = [], None
+def _runs_and_producer(messages: List[Optional[WriterCommitMessage]]
+                       ) -> tuple[list[StagedRun], ProducerIdentity | None]:
+    runs: list[StagedRun] = []
+    producer: ProducerIdentity | None = None
     for m in messages:
         if isinstance(m, SinkCommitMessage):
             runs.extend(m.runs)
@@ -62,13 +64,13 @@ class KafkaLogBatchWriter(DataSourceArrowWriter):
         SinkCoordinator(self.opts).abort(_runs_and_producer(messages)[0])
 
 
-def stream_writer(options, schema: StructType) -> KafkaLogStreamWriter:
+def stream_writer(options: Mapping[str, str], schema: StructType) -> KafkaLogStreamWriter:
     opts = parse_sink_options(options)
     check_columns(schema, opts.topic)
     return KafkaLogStreamWriter(opts, load_producer(opts))
 
 
-def batch_writer(options, schema: StructType, overwrite: bool) -> KafkaLogBatchWriter:
+def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> KafkaLogBatchWriter:
     if overwrite:
         raise InvalidConfigError("kafkalog cannot be written in the \"Overwrite\" mode: a Kafka "
                                  "log is append-only (use mode(\"append\"))")

@@ -36,21 +36,21 @@ from pathlib import Path
 
 import numpy as np
 
-from storage_core.config import LONG_MAX, LogConfig
+from storage_core.common import LONG_MAX
+from storage_core.config import LogConfig
 from storage_core.errors import CorruptRecordError, KafkaLogError, RecordTooLargeError
+from storage_core.format.batch_header import BatchField, HeaderColumn, patch_field
 from storage_core.format.crc_patch import crc_after_field_change
 from storage_core.format.log_input_stream import BatchArrays, scan_batches
-from storage_core.format.record_batch import (CONTROL_FLAG_MASK, CRC_OFFSET,
-                                              NO_PARTITION_LEADER_EPOCH, TIMESTAMP_TYPE_MASK,
-                                              TRANSACTIONAL_FLAG_MASK)
+from storage_core.format.record_batch import (CONTROL_FLAG_MASK, NO_PARTITION_LEADER_EPOCH,
+                                              TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
+                                              base_sequences, increment_sequence)
 from storage_core.log import Log
 
 from .writer import ProducerIdentity, StagedRun
 
-BASE_SEQUENCE_OFFSET = 53
 GROUP_BYTES = 8 << 20       # bytes appended at a time: the validated path's piece size, so
                             # both paths roll segments at the same batches
-_COL = {"base_offset": 2, "crc": 5, "base_sequence": 12}
 
 
 def can_append_staged(config: LogConfig) -> bool:
@@ -83,7 +83,7 @@ def append_staged(log: Log, runs: list[StagedRun], producer: ProducerIdentity,
     # offsets the batches are numbered from are the ones they are appended at, which
     # Log.append_from_file / append_segment_file check all the same
     offset, seq = log.log_end_offset, first_sequence
-    numbered: list[tuple[Path, int, int, BatchArrays]] = []
+    numbered: list[tuple[Path, int, int, BatchArrays | None]] = []
     try:
         for run in runs:
             path = Path(run.path)
@@ -100,15 +100,15 @@ def append_staged(log: Log, runs: list[StagedRun], producer: ProducerIdentity,
             numbered[-1] = (path, fd, size, scan)
             count = int(scan.records_count.sum())
             offset += count
-            seq = (seq + count) % 2**31
+            seq = increment_sequence(seq, count)
         first = log.log_end_offset
-        for path, fd, size, scan in numbered:
-            if scan is None:
+        for path, fd, size, batches in numbered:
+            if batches is None:
                 continue
-            if size >= segment_min_bytes and log.can_take_segment_file(path, scan):
-                log.append_segment_file(path, scan)
+            if size >= segment_min_bytes and log.can_take_segment_file(path, batches):
+                log.append_segment_file(path, batches)
             else:
-                log.append_from_file(fd, scan, max_append_bytes=GROUP_BYTES)
+                log.append_from_file(fd, batches, max_append_bytes=GROUP_BYTES)
     finally:
         for _, fd, _, _ in numbered:
             os.close(fd)
@@ -135,45 +135,39 @@ def _number(fd: int, size: int, path: Path, first_offset: int, config: LogConfig
                                 f"was changed or truncated")
         _check_headers(scan, producer, config, path)
         counts = scan.records_count
-        seqs = first_sequence + np.cumsum(counts) - counts
-        seqs = np.where(seqs > 2**31 - 1, seqs - 2**31, seqs)          # sequences wrap
+        seqs = base_sequences(first_sequence, counts)
         bases = first_offset + np.cumsum(counts) - counts
-        old_seqs = scan.column("base_sequence")
-        crcs = crc_after_field_change(scan.column("crc"), old_seqs, seqs,
-                                      scan.size - BASE_SEQUENCE_OFFSET - 4)
+        old_seqs = scan.column(HeaderColumn.BASE_SEQUENCE)
+        seq_end = BatchField.BASE_SEQUENCE.offset + BatchField.BASE_SEQUENCE.size
+        crcs = crc_after_field_change(scan.column(HeaderColumn.CRC), old_seqs, seqs,
+                                      scan.size - seq_end)
         view = np.frombuffer(m, np.uint8)
         pos = scan.position
         try:
-            _put(view, pos, bases.astype(">i8"))
-            _put(view, pos + BASE_SEQUENCE_OFFSET, seqs.astype(">i4"))
-            _put(view, pos + CRC_OFFSET, crcs.astype(">u4"))
+            patch_field(view, pos, BatchField.BASE_OFFSET, bases)
+            patch_field(view, pos, BatchField.BASE_SEQUENCE, seqs)
+            patch_field(view, pos, BatchField.CRC, crcs)
         finally:
             del view                    # the map must have no exports left when it closes
-    scan.fields[:, _COL["base_offset"]] = bases
-    scan.fields[:, _COL["base_sequence"]] = seqs
-    scan.fields[:, _COL["crc"]] = crcs
+    scan.column(HeaderColumn.BASE_OFFSET)[:] = bases
+    scan.column(HeaderColumn.BASE_SEQUENCE)[:] = seqs
+    scan.column(HeaderColumn.CRC)[:] = crcs
     return scan
-
-
-def _put(view: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
-    """Write each big-endian value to its position in ``view``."""
-    width = values.dtype.itemsize
-    view[at[:, None] + np.arange(width)] = values.view(np.uint8).reshape(-1, width)
 
 
 def _check_headers(scan: BatchArrays, producer: ProducerIdentity, config: LogConfig,
                    path: Path) -> None:
     """The staged batches are data batches of this query's transactional producer, in
     CreateTime, records numbered 0..n-1, each within max.message.bytes: what a task writes."""
-    attrs = scan.column("attributes")
+    attrs = scan.column(HeaderColumn.ATTRIBUTES)
     counts = scan.records_count
     bad = np.flatnonzero(
-        (scan.column("producer_id") != producer.producer_id)
-        | (scan.column("producer_epoch") != producer.epoch)
+        (scan.column(HeaderColumn.PRODUCER_ID) != producer.producer_id)
+        | (scan.column(HeaderColumn.PRODUCER_EPOCH) != producer.epoch)
         | ((attrs & TRANSACTIONAL_FLAG_MASK) == 0) | ((attrs & CONTROL_FLAG_MASK) != 0)
         | ((attrs & TIMESTAMP_TYPE_MASK) != 0)
-        | (scan.column("partition_leader_epoch") != NO_PARTITION_LEADER_EPOCH)
-        | (counts < 1) | (scan.column("last_offset_delta") != counts - 1))
+        | (scan.column(HeaderColumn.PARTITION_LEADER_EPOCH) != NO_PARTITION_LEADER_EPOCH)
+        | (counts < 1) | (scan.column(HeaderColumn.LAST_OFFSET_DELTA) != counts - 1))
     if bad.size:
         i = int(bad[0])
         raise CorruptRecordError(

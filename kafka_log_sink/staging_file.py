@@ -6,8 +6,8 @@ settings. Direct for big files under fsync per commit: the commit must have thei
 disk before it returns, and they become segments as they are (``Log.append_segment_file``), so
 the task sends them to the disk itself, ``O_DIRECT`` in aligned chunks, by a writer thread
 while it encodes the next rows. No page-cache page is allocated, filled, then written back
-and fsynced later by the driver (on this project's 2-core VMs, filling fresh page-cache pages
-cost 0.05-0.5 s per 230 MB, depending on the host: ``BENCHMARKS.md``).
+and fsynced later by the driver (what filling fresh page-cache pages costs varies by host:
+``BENCHMARKS.md``).
 
 A file starts in memory; it goes direct when it reaches one chunk. A file that never does is
 written buffered when the task finishes, so a streaming micro-batch's small files stay in the
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from storage_core.format.buffers import ByteBuffer
 from storage_core.log import write_all
 
 logger = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class StagingFile:
         else:
             self._drain_buffered()
 
-    def write(self, data) -> None:
+    def write(self, data: ByteBuffer) -> None:
         src = np.frombuffer(data, np.uint8)
         self.size += len(src)
         reserved, self._reserved = self._reserved, None
@@ -144,13 +145,14 @@ class StagingFile:
         rest = self._fill - n
         if rest:
             spare[:rest] = full[n:self._fill]
+        assert self._writer is not None     # a file goes direct only with the writer thread
         self._pending = self._writer.submit(self._pwrite_direct, memoryview(full)[:n],
                                             self._written)
         self._written += n
         self._bufs = [spare, full]
         self._fill = rest
 
-    def _append_buffered(self, data) -> None:
+    def _append_buffered(self, data: ByteBuffer) -> None:
         write_all(self._fd, data, self._written)
         self._written += len(data)
 

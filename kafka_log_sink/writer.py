@@ -278,7 +278,8 @@ def _record_columns(rows: pa.Table) -> pa.Table:
     return pa.table(cols, names=names)
 
 
-def _binary(col, binary_type: pa.DataType):
+def _binary(col: pa.Array | pa.ChunkedArray,
+            binary_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """A string or binary column as ``binary_type``; a string's UTF-8 bytes are viewed, not
     copied."""
     if col.type == binary_type:
@@ -290,7 +291,7 @@ def _binary(col, binary_type: pa.DataType):
     return col.cast(binary_type)
 
 
-def _millis(col) -> pa.Array:
+def _millis(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Record timestamps in ms as Spark's Kafka sink takes them: a timestamp's microseconds
     floor-divided by 1000 (``DateTimeUtils.toMillis``); a double is seconds, cast as Spark
     casts (microseconds truncated toward zero), then the same."""

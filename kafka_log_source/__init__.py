@@ -9,13 +9,18 @@ directories on disk instead of a broker.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from storage_core import __version__
 
 from .datasource import KafkaLogDataSource
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 __all__ = ["KafkaLogDataSource", "__version__", "register"]
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Make ``format("kafkalog")`` available in ``spark`` (a session-scoped registration)."""
     spark.dataSource.register(KafkaLogDataSource)

@@ -2,37 +2,42 @@
 directories, for streaming (micro-batches with admission control, ``Trigger.AvailableNow``) and
 batch reads (offset and timestamp ranges, optional filter pushdown).
 
-Driver side only: offsets are resolved here (``KafkaOffsetReaderAdmin``'s role) and each offset
-range becomes an input partition (``KafkaOffsetRangeCalculator``); tasks read them in
-``reader.read_partition``.
+Driver side only: offsets are resolved by ``offset_reader.Resolver`` (``KafkaOffsetReaderAdmin``'s
+role), each offset range becomes an input partition (``KafkaOffsetRangeCalculator``), and tasks
+read them in ``reader.read_partition``. Batch reads are ``batch_reader.KafkaLogBatchReader``
+(``pushdown.KafkaLogPushdownReader`` with ``filterPushdown``); this module holds the source and
+its streaming reader (Spark's ``KafkaMicroBatchStream``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
+                                    DataSourceStreamArrowWriter, DataSourceStreamReader,
                                     InputPartition)
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from storage_core.errors import InvalidConfigError, KafkaLogError
+from storage_core.common import wall_ms
+from storage_core.errors import InvalidConfigError
 
 from . import catalog
+from .batch_reader import KafkaLogBatchReader
+from .offset_reader import Resolver, tp_set
+from .offsets import (LATEST, OffsetRange, TopicPartition, offsets_behind, offsets_from_json,
+                      offsets_to_json, rate_limit, topic_ids_from_json)
+from .options import Latest, SourceOptions, check_at_load, parse_source_options
+from .pushdown import KafkaLogPushdownReader
+from .reader import (DATA_LOSS_HINT, DataLossError, KafkaLogInputPartition, read_partition,
+                     spark_schema)
 from .tail import DataDirView
-from .offsets import (EARLIEST, LATEST, OffsetRange, TopicPartition, offsets_behind,
-                      offsets_from_json, offsets_to_json, rate_limit, split_ranges,
-                      topic_ids_from_json)
-from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
-                      SourceOptions, check_at_load, parse_source_options)
-from .reader import DataLossError, DATA_LOSS_HINT, KafkaLogInputPartition, read_partition, spark_schema
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +70,13 @@ class KafkaLogDataSource(DataSource):
         if pushdown not in ("true", "false"):
             raise InvalidConfigError(f"Invalid value {pushdown!r} for option 'filterPushdown': "
                                      f"must be true or false")
-        from .pushdown import KafkaLogPushdownReader
         return KafkaLogPushdownReader(opts) if pushdown == "true" else KafkaLogBatchReader(opts)
 
-    def writer(self, schema: StructType, overwrite: bool):
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from kafka_log_sink import batch_writer
         return batch_writer(self.options, schema, overwrite)
 
-    def streamWriter(self, schema: StructType, overwrite: bool):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         # complete mode (overwrite) is accepted as append, as Spark's Kafka sink does
         from kafka_log_sink import stream_writer
         return stream_writer(self.options, schema)
@@ -82,7 +86,7 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogStreamReader(parse_source_options(self.options, streaming=True))
 
 
-def _include_headers(options) -> bool:
+def _include_headers(options: Mapping[str, str]) -> bool:
     raw = str(options.get("includeHeaders", "false")).strip().lower()
     if raw not in ("true", "false"):
         raise InvalidConfigError(f"Invalid value {raw!r} for option 'includeHeaders': must be "
@@ -90,106 +94,10 @@ def _include_headers(options) -> bool:
     return raw == "true"
 
 
-def _check_schema(schema: StructType, options) -> None:
+def _check_schema(schema: StructType, options: Mapping[str, str]) -> None:
     if schema.simpleString() != spark_schema(_include_headers(options)).simpleString():
         raise InvalidConfigError("Kafka source has a fixed schema and cannot be set with a custom "
                                  f"one (got {schema.simpleString()})")
-
-
-# ------------------------------------------------------------------ offset resolution
-
-class Resolver:
-    """Turns option limits into offsets for the partitions that exist now."""
-
-    def __init__(self, opts: SourceOptions) -> None:
-        self.opts = opts
-
-    def partitions(self) -> dict[TopicPartition, Path]:
-        return catalog.assigned(self.opts.strategy, self.opts.path)
-
-    def info(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, catalog.PartitionInfo]:
-        return {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
-
-    def resolve(self, limit: OffsetLimit, dirs: dict[TopicPartition, Path],
-                infos: dict[TopicPartition, catalog.PartitionInfo], *, starting: bool,
-                streaming: bool = False, keep_latest: bool = False) -> dict[TopicPartition, int]:
-        """Concrete offsets for every partition of ``dirs`` (``KafkaOffsetReaderAdmin``'s
-        fetchEarliest/Latest/Specific/Timestamp-based offsets); ``keep_latest`` leaves -1
-        (latest) unresolved."""
-        if isinstance(limit, Earliest):
-            return {tp: infos[tp].earliest for tp in dirs}
-        if isinstance(limit, Latest):
-            return {tp: infos[tp].latest for tp in dirs}
-        if isinstance(limit, ByOffsets):
-            wanted = limit.offsets.resolve(list(dirs))
-            if set(wanted) != set(dirs) and streaming:
-                raise InvalidConfigError(
-                    "If startingOffsets contains specific offsets, you must specify all "
-                    "TopicPartitions.\nUse -1 for latest, -2 for earliest, if you don't care.\n"
-                    f"Specified: {_tp_set(wanted)} Assigned: {_tp_set(dirs)}")
-            if set(wanted) != set(dirs):
-                which = "start" if starting else "end"
-                raise InvalidConfigError(
-                    f"Partitions specified for Kafka {which} offsets don't match what are "
-                    f"assigned. Maybe topic partitions are created or deleted while the query is "
-                    f"running. Use -1 for latest, -2 for earliest. Specified: "
-                    f"{_tp_set(wanted)} Assigned: {_tp_set(dirs)}")
-            return {tp: (infos[tp].earliest if off == EARLIEST else
-                         off if off == LATEST and keep_latest else
-                         infos[tp].latest if off == LATEST else off)
-                    for tp, off in sorted(wanted.items())}
-        if isinstance(limit, ByTimestamps):
-            if set(limit.timestamps) != set(dirs):
-                which = "start" if starting else "end"
-                raise InvalidConfigError(
-                    f"Partitions specified for Kafka timestamp based {which} offsets don't match "
-                    f"what are assigned. Maybe topic partitions are created or deleted while the "
-                    f"query is running, or you didn't specify all the partitions. Specified: "
-                    f"{_tp_set(limit.timestamps)} Assigned: {_tp_set(dirs)}")
-            stamps = limit.timestamps
-        else:
-            assert isinstance(limit, ByGlobalTimestamp)
-            stamps = {tp: limit.timestamp for tp in dirs}
-        out = {}
-        for tp in dirs:
-            found = catalog.offset_for_timestamp(dirs[tp], stamps[tp])
-            if found is not None:
-                # a timestamp found past the last stable offset is not visible yet
-                out[tp] = min(found, infos[tp].latest)
-            elif not starting or self.opts.starting_by_timestamp_strategy == "latest":
-                out[tp] = infos[tp].latest
-            else:
-                raise InvalidConfigError(
-                    f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and "
-                    f"timestamp {stamps[tp]}.")
-        return out
-
-    def input_partitions(self, ranges: list[OffsetRange],
-                         infos: dict[TopicPartition, catalog.PartitionInfo],
-                         dirs: dict[TopicPartition, Path]) -> list[KafkaLogInputPartition]:
-        o = self.opts
-        bounds = {tp: (info.earliest, info.latest) for tp, info in infos.items()}
-        kept = [r for r in ranges if r.start < 0 or r.end < 0 or r.end > r.start]
-        pieces = split_ranges(kept, min_partitions=o.min_partitions,
-                              max_records_per_partition=o.max_records_per_partition,
-                              bounds=bounds)
-        out = []
-        for r in pieces:
-            tp = (r.topic, r.partition)
-            info = infos[tp]
-            late = r.start < 0 or r.end < 0           # resolved by the task (late binding)
-            out.append(KafkaLogInputPartition(
-                topic=r.topic, partition=r.partition, path=str(dirs[tp]), start=r.start,
-                end=r.end, segments=() if late else
-                catalog.segments_for(info, max(r.start, info.earliest), r.end),
-                earliest=info.earliest, isolation=o.isolation_level,
-                include_headers=o.include_headers, fail_on_data_loss=o.fail_on_data_loss,
-                max_bytes=o.max_bytes_per_fetch))
-        return out
-
-
-def _tp_set(tps) -> str:
-    return "Set(" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + ")"
 
 
 def _ids(infos: dict[TopicPartition, catalog.PartitionInfo]) -> dict[TopicPartition, str]:
@@ -197,89 +105,28 @@ def _ids(infos: dict[TopicPartition, catalog.PartitionInfo]) -> dict[TopicPartit
 
 
 def _recreated(seen: Mapping[TopicPartition, str | None],
-               infos: dict[TopicPartition, catalog.PartitionInfo], among) -> dict[TopicPartition, str]:
+               infos: dict[TopicPartition, catalog.PartitionInfo],
+               among: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
     """The partitions of ``among`` that had a topic id (``seen``) and now have another one: their
     topic was deleted and recreated. -> {tp: the id now}. A partition without an id now is
     not counted (a directory being created shows none until its writer records it; one
     rewritten by a writer without ids is followed by its offsets alone, keeping the last id)."""
-    return {tp: infos[tp].topic_id for tp in among
-            if tp in infos and seen.get(tp) is not None and infos[tp].topic_id is not None
-            and infos[tp].topic_id != seen[tp]}
+    out: dict[TopicPartition, str] = {}
+    for tp in among:
+        now = infos[tp].topic_id if tp in infos else None
+        if now is not None and seen.get(tp) is not None and now != seen[tp]:
+            out[tp] = now
+    return out
 
 
-def _recreated_message(changed: dict[TopicPartition, str], seen, infos) -> str:
-    by_topic: dict[tuple[str, str, str], list[int]] = {}
+def _recreated_message(changed: dict[TopicPartition, str], seen: Mapping[TopicPartition, str | None],
+                       infos: dict[TopicPartition, catalog.PartitionInfo]) -> str:
+    by_topic: dict[tuple[str, str | None, str], list[int]] = {}
     for (topic, partition), now in sorted(changed.items()):
         by_topic.setdefault((topic, seen[(topic, partition)], now), []).append(partition)
     return " ".join(
         f"Topic {topic} was deleted and recreated: partitions {parts} had topic id {old}, "
         f"now topic id {new}." for (topic, old, new), parts in by_topic.items())
-
-
-# ------------------------------------------------------------------ batch reads
-
-class KafkaLogBatchReader(DataSourceReader):
-    """``spark.read.format("kafkalog")``: ``[starting, ending)`` resolved when the query runs
-    (so re-running a DataFrame sees data appended since, as Spark's Kafka relation does)."""
-
-    def __init__(self, opts: SourceOptions) -> None:
-        self.opts = opts
-
-    def plan(self) -> list[OffsetRange]:
-        """Per partition ``[start, end)``. Spark plans a Python source's DataFrame once and
-        runs it again for every action, so, as Spark's Kafka relation does, ``earliest`` and
-        ``latest`` stay the sentinels -2 / -1 in the plan and tasks resolve them when they
-        read (a re-run sees records appended, or deleted by retention, since). Timestamps and
-        specific offsets are resolved here; the partitions are those assigned now, narrowed
-        by pushed filters after the offset options were checked against all of them."""
-        res = Resolver(self.opts)
-        dirs = res.partitions()
-        infos = res.info(dirs)
-        starts = self._limit_offsets(res, self.opts.starting, dirs, infos, starting=True)
-        ends = self._limit_offsets(res, self.opts.ending, dirs, infos, starting=False)
-        dirs = self.narrow_partitions(dirs)
-        ranges = []
-        for tp in dirs:
-            s, e = starts[tp], ends[tp]
-            if s >= 0 and e >= 0 and s > e:
-                raise KafkaLogError(
-                    f"The resolved start offset {s} is greater than the resolved end offset {e} "
-                    f"for topic {tp[0]} partition {tp[1]}.")
-            s, e = self.narrow_range(tp, s, e, dirs[tp], infos[tp])
-            ranges.append(OffsetRange(tp[0], tp[1], s, e))
-        self._plan = (ranges, infos, dirs)
-        return ranges
-
-    def _limit_offsets(self, res: "Resolver", limit: OffsetLimit, dirs, infos, *,
-                       starting: bool) -> dict[TopicPartition, int]:
-        if isinstance(limit, Earliest):
-            return {tp: EARLIEST for tp in dirs}
-        if isinstance(limit, Latest):
-            return {tp: LATEST for tp in dirs}
-        if isinstance(limit, ByOffsets):
-            offs = res.resolve(limit, dirs, infos, starting=starting, keep_latest=True)
-            explicit = limit.offsets.resolve(list(dirs))
-            return {tp: EARLIEST if explicit.get(tp) == EARLIEST else off
-                    for tp, off in offs.items()}
-        return res.resolve(limit, dirs, infos, starting=starting)
-
-    # hooks for filter pushdown (see pushdown.py)
-    def narrow_partitions(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, Path]:
-        return dirs
-
-    def narrow_range(self, tp: TopicPartition, start: int, end: int, path: Path,
-                     info: catalog.PartitionInfo) -> tuple[int, int]:
-        return start, end
-
-    def partitions(self) -> Sequence[InputPartition]:
-        ranges = self.plan()
-        _, infos, dirs = self._plan
-        return Resolver(self.opts).input_partitions(ranges, infos, dirs)
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, KafkaLogInputPartition):
-            return iter(())                 # Spark's placeholder when there is nothing to read
-        return read_partition(partition)
 
 
 # ------------------------------------------------------------------ streaming reads
@@ -298,7 +145,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``failOnDataLoss=false``, a warning and the new topic read from its earliest offset.
     Partitions without an id are followed by their offsets alone, as Spark's Kafka source does."""
 
-    def __init__(self, opts: SourceOptions, clock=None) -> None:
+    def __init__(self, opts: SourceOptions, clock: Callable[[], int] | None = None) -> None:
         self.opts = opts
         self._clock = clock
         self._initial: dict | None = None
@@ -308,7 +155,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_ms: int | None = None
 
     def _now(self) -> int:
-        return self._clock() if self._clock is not None else int(time.time() * 1000)
+        return self._clock() if self._clock is not None else wall_ms()
 
     def _partitions_now(self) -> tuple[dict[TopicPartition, Path],
                                          dict[TopicPartition, catalog.PartitionInfo]]:
@@ -360,7 +207,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         infos = self._partitions_now()[1]
         now = {tp: info.latest for tp, info in infos.items()}
         if self._available_now is not None:
-            self._check_available_now(now, infos)
+            self._check_available_now(self._available_now, now, infos)
             latest = dict(self._available_now)
         else:
             latest = now
@@ -404,12 +251,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ids.update(_ids(infos))
         return offsets_to_json(merged, ids)
 
-    def _check_available_now(self, now: dict[TopicPartition, int],
+    def _check_available_now(self, snap: dict[TopicPartition, int], now: dict[TopicPartition, int],
                              infos: dict[TopicPartition, catalog.PartitionInfo]) -> None:
         """``KafkaMicroBatchStream``'s checks under AvailableNow, failing whatever
         failOnDataLoss says: the partitions of the snapshot must still exist and still reach
-        the snapshot's offsets, and (kafkalog) still be the same topic (topic id)."""
-        snap = self._available_now
+        the snapshot's offsets (``snap``), and (kafkalog) still be the same topic (topic id)."""
         changed = _recreated(self._available_now_ids, infos, self._available_now_ids)
         if changed:
             raise DataLossError(
@@ -421,8 +267,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise DataLossError(
                 "Some of partitions in Kafka topic(s) have been lost during running query with "
                 "Trigger.AvailableNow. Make sure the topic(s) are not deleted during the query. "
-                f"topic-partitions for latest offset: {_tp_set(now)}, topic-partitions for end "
-                f"offset: {_tp_set(snap)}")
+                f"topic-partitions for latest offset: {tp_set(now)}, topic-partitions for end "
+                f"offset: {tp_set(snap)}")
         if any(now[tp] < off for tp, off in snap.items()):
             raise DataLossError(
                 "Some of partitions in Kafka topic(s) report available offset which is less than "
@@ -431,13 +277,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{json.dumps(offsets_to_json(now))}, end offset: "
                 f"{json.dumps(offsets_to_json(snap))}")
 
-    def _earliest_of_new(self, begin, latest) -> dict[TopicPartition, int]:
+    def _earliest_of_new(self, begin: Mapping[TopicPartition, int],
+                         latest: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         if all(tp in begin for tp in latest):
             return {}
         infos = self._partitions_now()[1]
         return {tp: infos[tp].earliest for tp in latest if tp not in begin and tp in infos}
 
-    def _delay_batch(self, frm, latest) -> bool:
+    def _delay_batch(self, frm: Mapping[TopicPartition, int],
+                     latest: Mapping[TopicPartition, int]) -> bool:
         """``KafkaMicroBatchStream.delayBatch``: skip this trigger while fewer than
         ``minOffsetsPerTrigger`` offsets are new and ``maxTriggerDelay`` has not passed since
         the last batch that ran (the first batch always runs)."""
@@ -447,7 +295,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return False
         if now - self._last_batch_ms >= self.opts.max_trigger_delay_ms:
             return False
-        return offsets_behind(frm, latest) < self.opts.min_offsets_per_trigger
+        min_offsets = self.opts.min_offsets_per_trigger
+        return min_offsets is not None and offsets_behind(frm, latest) < min_offsets
 
     def reportLatestOffset(self) -> dict | None:
         return offsets_to_json(self._latest) if self._latest else None
@@ -460,7 +309,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         dirs = {tp: existing[tp] for tp in until if tp in existing}
         gone = sorted(tp for tp in until if tp not in existing)
         if gone:
-            self._data_loss(f"Partitions {_tp_set(gone)} have been deleted.")
+            self._data_loss(f"Partitions {tp_set(gone)} have been deleted.")
         infos = {tp: all_infos[tp] for tp in dirs}
         # recreated since this batch was planned: the range planned is not on disk any more;
         # the next batch finds the new topic (its id differs from this end's) and starts over
@@ -504,6 +353,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         logger.warning("%s %s (failOnDataLoss=false).", message, instead)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaLogInputPartition):
+            return iter(())                 # Spark's placeholder when there is nothing to read
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from storage_core.common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from storage_core.errors import InvalidConfigError
 
 TopicPartition = tuple[str, int]
@@ -25,8 +26,6 @@ TopicPartition = tuple[str, int]
 EARLIEST = -2
 LATEST = -1
 
-_LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
-_INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
 # JSON object keys become partitions the way Scala's ``"..".toInt`` (Integer.parseInt) reads them.
 _PARTITION_KEY = re.compile(r"[+-]?[0-9]+")
 
@@ -59,13 +58,13 @@ def _load(text: str) -> Any:
 
 def _long(value: Any) -> int:
     # bool is an int in Python; Jackson would not read true as a Long
-    if isinstance(value, bool) or not isinstance(value, int) or not _LONG_MIN <= value <= _LONG_MAX:
+    if isinstance(value, bool) or not isinstance(value, int) or not LONG_MIN <= value <= LONG_MAX:
         raise _Malformed(value)
     return value
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not _INT_MIN <= value <= _INT_MAX:
+    if isinstance(value, bool) or not isinstance(value, int) or not INT_MIN <= value <= INT_MAX:
         raise _Malformed(value)
     return value
 
@@ -212,8 +211,9 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int],
     for (topic, partition) in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
     ids: dict[str, Any] = {}
-    for topic, parts in (out.items() if topic_ids else ()):
-        known = {p: topic_ids[(topic, int(p))] for p in parts if (topic, int(p)) in topic_ids}
+    given = topic_ids or {}
+    for topic, parts in (out.items() if given else ()):
+        known = {p: given[(topic, int(p))] for p in parts if (topic, int(p)) in given}
         if not known:
             continue
         distinct = set(known.values())
@@ -227,11 +227,14 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int],
 def topic_ids_from_json(obj: Mapping[str, Any] | str) -> dict[TopicPartition, str]:
     """The per-partition topic ids of a source offset (``{}`` for one written without them)."""
     if isinstance(obj, str):
+        text = obj
         try:
-            obj = json.loads(obj)
+            obj = json.loads(text)
         except ValueError:
-            raise InvalidConfigError(_OFFSETS_EXAMPLE + obj) from None
-    ids = obj.get(TOPIC_IDS_KEY) if isinstance(obj, Mapping) else None
+            raise InvalidConfigError(_OFFSETS_EXAMPLE + text) from None
+    if not isinstance(obj, Mapping):
+        return {}
+    ids = obj.get(TOPIC_IDS_KEY)
     if ids is None:
         return {}
     out: dict[TopicPartition, str] = {}
@@ -407,7 +410,7 @@ def _split_unresolved(ranges: list[OffsetRange], min_partitions: int | None,
                       bounds: Mapping[TopicPartition, tuple[int, int]] | None
                       ) -> list[OffsetRange]:
     """``getOffsetRangesFromUnresolvedOffsets`` after the offsets were fetched."""
-    limit = _LONG_MAX if max_records is None else max_records
+    limit = LONG_MAX if max_records is None else max_records
 
     def size(r: OffsetRange) -> int:
         # Spark measures unresolved ranges on the raw sentinels (earliest..latest counts as 1),
@@ -463,7 +466,7 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int],
     ``maxOffsetsPerTrigger``, shared across partitions in proportion to their backlog
     ``latest - start``. A share below 1 is rounded up (small partitions are not starved, so a
     batch may exceed the limit slightly), others rounded down; no end goes past ``latest`` and
-    ``limit = 2**63 - 1`` does not overflow (SPARK-26718).
+    ``limit = Long.MAX_VALUE`` does not overflow (SPARK-26718).
 
     Every partition of ``latest`` gets an end. Spark takes ``from`` offsets for every partition
     of ``latest`` (new partitions from their earliest offset), so pass them all in ``start``; a
@@ -486,8 +489,8 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int],
         begin = start[tp]
         prorate = limit * (size / total)               # Long * Double, as in Scala
         whole = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
-        whole = min(whole, _LONG_MAX)                  # Double.toLong saturates
-        off = _LONG_MAX if whole > _LONG_MAX - begin else begin + whole
+        whole = min(whole, LONG_MAX)                  # Double.toLong saturates
+        off = LONG_MAX if whole > LONG_MAX - begin else begin + whole
         out[tp] = min(end, off)
     return out
 

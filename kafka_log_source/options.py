@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Union
+from typing import Iterable, Mapping, Union
 
+from storage_core.common import LONG_MAX, LONG_MIN
 from storage_core.errors import InvalidConfigError
 
 from .offsets import (EARLIEST, LATEST, SpecificOffsets, TopicPartition, parse_partition_offsets,
@@ -288,7 +289,7 @@ def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
                 f"{e} for topic {t} partition {p}.")
 
 
-def _tps(m) -> str:
+def _tps(m: Iterable[TopicPartition]) -> str:
     return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(m)) + "]"
 
 
@@ -311,7 +312,7 @@ def _long(opts: dict[str, str], name: str) -> int | None:
     except ValueError:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
                                  f"number (For input string: \"{raw}\")") from None
-    if not -2**63 <= value < 2**63:
+    if not LONG_MIN <= value <= LONG_MAX:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': out of long range")
     return value
 

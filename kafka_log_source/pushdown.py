@@ -21,11 +21,11 @@ from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrE
                                     LessThan, LessThanOrEqual, StringStartsWith)
 
 from . import catalog
-from .datasource import KafkaLogBatchReader
+from .batch_reader import KafkaLogBatchReader
 from .offsets import EARLIEST, LATEST, TopicPartition
 
 
-def _ms(value) -> int | None:
+def _ms(value: object) -> int | None:
     """A pushed timestamp (tz-aware datetime) as epoch ms, rounded so no matching row is lost."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
@@ -63,8 +63,7 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
                 self._keep_partitions({f.value})
             elif isinstance(f, In):
                 self._keep_partitions(set(f.value))
-        elif col == "offset" and isinstance(f.value if hasattr(f, "value") else None, int):
-            v = f.value
+        elif col == "offset" and isinstance(v := getattr(f, "value", None), int):
             if isinstance(f, EqualTo):
                 self._bound_offsets(v, v + 1)
             elif isinstance(f, GreaterThan):

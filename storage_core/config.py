@@ -1,5 +1,5 @@
 """LogConfig: a partition's configuration, with Kafka's topic property names and defaults
-(``LogConfig.java``; kafka_format.md §17).
+(Kafka's ``LogConfig`` and ``TopicConfig``).
 
 Python code uses the snake_case fields; ``from_properties`` / ``to_properties`` speak Kafka's
 dotted names (``segment.bytes``), which is also how per-topic overrides are stored on disk.
@@ -64,9 +64,9 @@ class LogConfig:
         # LONG fields within its long (a value no broker could hold is refused, naming the key)
         for f in fields(self):
             value, key = getattr(self, f.name), f.name.replace("_", ".")
-            kind = _FIELD_TYPES[f.type]
+            kind = _FIELD_TYPES[str(f.type)]        # the annotation's text (PEP 563)
             ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
-            need(ok, key, value, f"expected {_TYPE_NAMES[f.type]}")
+            need(ok, key, value, f"expected {_TYPE_NAMES[str(f.type)]}")
             if kind is int:
                 low, high = (INT_MIN, INT_MAX) if f.name in _INT_FIELDS else (LONG_MIN, LONG_MAX)
                 need(low <= value <= high, key, value,

@@ -2,7 +2,7 @@
 
 Finding where each record starts is inherently sequential (each record's length says where the
 next begins), and so is walking a record's fields. Done in Python this walk is the floor of
-decoding (~300 ns a record); vectorised numpy workarounds cost more than they save. These
+decoding; vectorised numpy workarounds cost more than they save. These
 kernels do exactly that walk, compiled by numba, and leave everything else (gathering keys and
 values, building columns) to numpy and Arrow. They read only inside ``[lo, hi)`` of each batch,
 check every length against its record before using it, and stop at the first fault, returning
@@ -11,6 +11,8 @@ report Kafka's exact message.
 """
 
 from __future__ import annotations
+
+from typing import Callable, cast
 
 import numba as nb
 import numpy as np
@@ -30,9 +32,9 @@ _njit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
 
 @intrinsic
-def _copy(typingctx, dst, dst_at, src, src_at, n):
+def _memcpy(typingctx, dst, dst_at, src, src_at, n):
     """``memcpy(dst + dst_at, src + src_at, n)`` over uint8 arrays. A slice assignment compiles
-    to a byte loop; moving keys and values is the one place where that shows (~2x)."""
+    to a byte loop; moving keys and values is the one place where that shows."""
     sig = types.void(dst, dst_at, src, src_at, n)
 
     def codegen(context, builder, signature, args):
@@ -45,8 +47,13 @@ def _copy(typingctx, dst, dst_at, src, src_at, n):
     return sig, codegen
 
 
+# how kernels call it (numba's stubs type an intrinsic's call with the typing context first)
+_copy = cast(Callable[[np.ndarray, int, np.ndarray, int, int], None], _memcpy)
+
+
 @_njit
-def gather_spans(arr, starts, lengths, offsets, out):
+def gather_spans(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray,
+                 out: np.ndarray) -> None:
     """Copy ``arr[starts[i] : starts[i] + lengths[i]]`` to ``out[offsets[i]:]`` for every i with
     a positive length: the data buffer of an Arrow binary column."""
     for i in range(starts.shape[0]):
@@ -56,7 +63,7 @@ def gather_spans(arr, starts, lengths, offsets, out):
 
 
 @_njit
-def span_offsets(lengths, offsets, limit):
+def span_offsets(lengths: np.ndarray, offsets: np.ndarray, limit: int) -> tuple[int, int]:
     """Arrow offsets of a binary column whose values have ``lengths`` (negative = null):
     ``offsets`` (n + 1 entries, int32 or int64) filled, returns ``(total bytes, nulls)``; one
     pass instead of numpy's maximum, cumsum, cast and count. An int32 ``offsets`` is left
@@ -114,7 +121,9 @@ def _blob(arr, pos, end):
 
 
 @_njit
-def parse_records(arr, lo, hi, counts, out, kdata, vdata, offs):
+def parse_records(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray,
+                  out: np.ndarray, kdata: np.ndarray, vdata: np.ndarray,
+                  offs: np.ndarray) -> tuple[int, int, int]:
     """Walk every record of every batch. ``out`` is ``(7, sum(counts))`` int64 (one contiguous
     row per field, so each column is a plain array) and receives per record: timestamp delta,
     offset delta, key start, key length, value start, value length, header count (a negative
@@ -191,7 +200,8 @@ def parse_records(arr, lo, hi, counts, out, kdata, vdata, offs):
 
 
 @_njit
-def parse_headers(arr, vstart, vlen, hcount, out):
+def parse_headers(arr: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, hcount: np.ndarray,
+                  out: np.ndarray) -> int:
     """Header boundaries of records already validated by ``parse_records``: ``out`` is
     ``(4, sum(hcount))`` int64 of key start, key length, value start, value length."""
     h = 0
@@ -236,7 +246,7 @@ def _zz64(v):
 
 
 @_njit
-def put_record_prefix(out, at, body_len, ts_delta, off_delta):
+def put_record_prefix(out: np.ndarray, at: int, body_len: int, ts_delta: int, off_delta: int) -> int:
     """A v2 record's head at ``out[at:]``: length, attributes 0, timestamp delta, offset delta
     (``DefaultRecord.writeTo``); returns where the key's length goes."""
     p = _put_varint(out, at, _zz32(body_len))
@@ -255,8 +265,10 @@ def _varint_size(zz):
 
 
 @_njit
-def layout_records(klen, vlen, hcount, hbytes, ts, room, overhead, first, batch_start, at,
-                   body_len, ts_delta, off_delta):
+def layout_records(klen: np.ndarray, vlen: np.ndarray, hcount: np.ndarray, hbytes: np.ndarray,
+                   ts: np.ndarray, room: int, overhead: int, first: np.ndarray,
+                   batch_start: np.ndarray, at: np.ndarray, body_len: np.ndarray,
+                   ts_delta: np.ndarray, off_delta: np.ndarray) -> int:
     """Cut records into batches and place them, in two passes over the columns.
 
     Batches are cut greedily with an upper bound of each record's size (its timestamp delta
@@ -305,8 +317,11 @@ def layout_records(klen, vlen, hcount, hbytes, ts, room, overhead, first, batch_
 
 
 @_njit
-def write_records(out, at, body_len, ts_delta, off_delta, kdata, koffs, klen, vdata, voffs, vlen,
-                  hfirst, hcount, hkdata, hkoffs, hklen, hvdata, hvoffs, hvlen):
+def write_records(out: np.ndarray, at: np.ndarray, body_len: np.ndarray, ts_delta: np.ndarray,
+                  off_delta: np.ndarray, kdata: np.ndarray, koffs: np.ndarray, klen: np.ndarray,
+                  vdata: np.ndarray, voffs: np.ndarray, vlen: np.ndarray, hfirst: np.ndarray,
+                  hcount: np.ndarray, hkdata: np.ndarray, hkoffs: np.ndarray, hklen: np.ndarray,
+                  hvdata: np.ndarray, hvoffs: np.ndarray, hvlen: np.ndarray) -> None:
     """Lay every record out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): length, attributes
     0, timestamp delta, offset delta, key, value, header count and headers (record i owns
     headers ``hfirst[i] .. hfirst[i] + hcount[i]``). Key, value and header bytes are copied
@@ -355,7 +370,8 @@ def _be(arr, p, n):
 
 
 @_njit
-def scan_headers(arr, start, end, max_batch_size, out):
+def scan_headers(arr: np.ndarray, start: int, end: int, max_batch_size: int,
+                 out: np.ndarray) -> tuple[int, int, int]:
     """The shallow walk of ``LogInputStream`` over v2 batches, compiled: ``out`` is
     ``(capacity, 14)`` int64 and receives per batch position, total size, baseOffset,
     partitionLeaderEpoch, magic, crc (unsigned), attributes, lastOffsetDelta, baseTimestamp,
@@ -400,9 +416,11 @@ def scan_headers(arr, start, end, max_batch_size, out):
 # ------------------------------------------------------------------------- segment index entries
 
 @_njit
-def index_entries(position, size, last_offset, max_timestamp, base_position, since, interval,
-                  running_ts, running_off, indexed_ts, offset_room, time_room,
-                  offsets_out, times_out):
+def index_entries(position: np.ndarray, size: np.ndarray, last_offset: np.ndarray,
+                  max_timestamp: np.ndarray, base_position: int, since: int, interval: int,
+                  running_ts: int, running_off: int, indexed_ts: int, offset_room: int,
+                  time_room: int, offsets_out: np.ndarray,
+                  times_out: np.ndarray) -> tuple[int, int, int, int, int]:
     """Kafka's ``LogSegment.append`` indexing rule over one append's batches (columns of the
     header walk, positions relative to ``base_position``), as Kafka applies it per batch::
 
@@ -447,7 +465,9 @@ def index_entries(position, size, last_offset, max_timestamp, base_position, sin
 # ------------------------------------------------------------------------- the cleaner's writer
 
 @_njit
-def write_rebuilt_records(out, at, body_len, ts_delta, off_delta, src, tail_start, tail_len):
+def write_rebuilt_records(out: np.ndarray, at: np.ndarray, body_len: np.ndarray,
+                          ts_delta: np.ndarray, off_delta: np.ndarray, src: np.ndarray,
+                          tail_start: np.ndarray, tail_len: np.ndarray) -> None:
     """Lay retained records out at ``out[at[i]:]`` (``DefaultRecord.writeTo``): a new length,
     attributes 0, a new timestamp delta, the offset delta, then the record's key, value and
     headers copied as they were (``src[tail_start[i]:][:tail_len[i]]``)."""

@@ -1,9 +1,9 @@
 """MD5 of many byte spans of one buffer, compiled: the log cleaner's key hash.
 
 Kafka's SkimpyOffsetMap keys its slots by the MD5 of each record key, and the cleaner hashes
-every key twice (building the map, then filtering each segment against it). One
-hashlib.md5(key).digest() call from Python costs ~2.5 us for a short key, almost all of it
-call overhead, and made MD5 about half of a clean. This is RFC 1321 written out for numba
+every key twice (building the map, then filtering each segment against it). A
+hashlib.md5(key).digest() call per key from Python is almost all call overhead, and made MD5
+a large part of a clean (BENCHMARKS.md). This is RFC 1321 written out for numba
 (nogil, like the other kernels in ``format/``), over every data[starts[i]:starts[i] +
 lengths[i]] in one call. Its digests are hashlib's byte for byte (tests compare the two across
 the 56- and 64-byte padding boundaries), so the map and the cleaned output do not change.
@@ -135,7 +135,7 @@ def _bswap(v):
 
 
 @_njit
-def md5_spans(data, starts, lengths, out):
+def md5_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = MD5 of ``data[starts[i]:starts[i] + lengths[i]]`` as two uint64, the
     digest's big-endian halves. The caller has checked that every span lies within ``data``."""
     tail = np.zeros(128, np.uint8)         # the last partial block, padding and bit length

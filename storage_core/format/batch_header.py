@@ -33,6 +33,8 @@ class BatchField(Enum):
     BASE_SEQUENCE = "i"
     RECORDS_COUNT = "i"
 
+    code: str                   # the struct code (set by __new__; not a member)
+
     def __new__(cls, code: str) -> "BatchField":
         # Enum would merge members with equal values: make each value unique by position
         obj = object.__new__(cls)

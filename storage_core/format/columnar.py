@@ -1,33 +1,44 @@
 """The columnar codec: runs of Kafka batches <-> Arrow tables, the hot path of every read and write.
 
-Decoding walks only the batch headers and the record-length varints in Python (and skips even
-those with a vectorised check when consecutive records have the same length); every other field
-of every record is decoded at once with numpy, and keys, values and headers are gathered with a
-single Arrow ``take`` over a binary array whose offsets are the field boundaries in the buffer.
-Encoding builds each record's small varint prefix with numpy and lets one Arrow ``take`` lay
-prefixes, keys and values out in record order, so record bytes are copied by memcpy, never by
-Python.
+Decoding: ``scan_batches`` walks the batch headers in one compiled pass into header columns
+(``BatchArrays``); compressed batches are decompressed and joined in groups of about a megabyte.
+The compiled record walk (``_kernels.parse_records``: sequential by nature, each record starts
+with its length varint) decodes every record's fields and copies keys and values straight into
+Arrow-allocated buffers; record headers are parsed and gathered the same way
+(``parse_headers``, ``gather_spans``). Per-batch fields reach their records by numpy repeats, and
+the Arrow arrays are built over these buffers without another copy. Legacy (magic 0/1) entries
+are decoded a message at a time by ``legacy``.
+
+Encoding: the compiled ``_kernels.layout_records`` cuts the records into batches of at most
+``max_batch_bytes`` and places each record; ``write_records`` writes every record (varint prefix,
+key, value, headers) in its final place, in the caller's buffer when ``into`` gives one. Batch
+headers and CRCs are then written per batch (after compressing its payload when a codec is set),
+so record bytes are copied once, never by Python.
+
+Both directions stay in this one module (a little over 700 lines) as Kafka's
+``DefaultRecordBatch`` holds both: they share the schema, the kernels' field rows and the limits.
 """
 
 from __future__ import annotations
 
 import struct
-import time
-from typing import Callable
+from typing import Any, Callable, Literal, NoReturn, overload
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..common import INT_MAX, LONG_MAX, wall_ms
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
+from .buffers import ByteBuffer
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
                                default_max_decompressed, max_records_per_batch, scan_batches,
                                too_many_records)
-from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
-                           CREATE_TIME, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
+from .record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, BatchHeader,
+                           CREATE_TIME, CRC_OFFSET, HEADER, LOG_APPEND_TIME, LOG_OVERHEAD,
                            TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
                            NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP,
                            RECORD_BATCH_OVERHEAD, compute_attributes, crc32c,
@@ -47,7 +58,7 @@ SCHEMA = pa.schema([
     ("isTransactional", pa.bool_()),
     ("isControl", pa.bool_()),
 ])
-_NO_HEADERS = pa.nulls(0, HEADER_TYPE)     # (pa.array([]) would import pandas: ~0.2 s a process)
+_NO_HEADERS = pa.nulls(0, HEADER_TYPE)     # (pa.array([]) would import pandas)
 DEFAULT_MAX_BATCH_BYTES = 1 << 20     # stays under max.message.bytes (1048588) with the header
 
 
@@ -70,13 +81,13 @@ def empty_table() -> pa.Table:
 
 # ------------------------------------------------------------------------------- decoding
 
-def decode_batches(buf, **kwargs) -> pa.Table:
+def decode_batches(buf: ByteBuffer, **kwargs: Any) -> pa.Table:
     """Decode any run of batches (bytes, memoryview or mmap; any magic, any codec) into one
     table in ``SCHEMA``. See ``decode_run`` for options and for the partial-batch position."""
     return decode_run(buf, **kwargs).table
 
 
-def decode_run(buf, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
+def decode_run(buf: ByteBuffer, *, start: int = 0, end: int | None = None, verify_crc: bool = True,
                max_batch_size: int | None = None, max_decompressed: int | None = None,
                max_decoded: int | None = None, source: str | None = None,
                check_order: bool = False) -> DecodedRun:
@@ -140,7 +151,7 @@ def _decode_legacy(entries: list[BatchInfo], limit: int, source: str | None) -> 
     recs = []
     for info in entries:
         try:
-            recs.extend(legacy.deep_records(info.entry, max_decompressed=limit))
+            recs.extend(legacy.deep_records(info.legacy_entry, max_decompressed=limit))
         except CorruptRecordError as e:
             raise e.located(source=source) from e.__cause__
     n = len(recs)
@@ -202,13 +213,13 @@ def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays, *, bounded: b
 
 def _corrupt(reason: str, info: BatchInfo, source: str | None,
              cls: type[CorruptRecordError] = CorruptRecordError) -> CorruptRecordError:
-    return cls(reason, position=info.position, source=source, offset=info.header.base_offset)
+    return cls(reason, position=info.position, source=source, offset=info.v2_header.base_offset)
 
 
 _GROUP_BYTES = 1 << 20   # decompressed batches smaller than this are joined before decoding
 
 
-def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
+def _decode_v2(buf: ByteBuffer, scan: BatchArrays, limit: int, source: str | None,
                max_decoded: int | None = None) -> tuple[pa.Table, int, int]:
     """Decode a run of v2 batches: ``(table, batches decoded, record bytes decoded)``, stopping
     after the batch whose record bytes reach ``max_decoded``. Uncompressed batches are read in
@@ -232,8 +243,8 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     dense = np.flatnonzero(counts > max_records_per_batch(limit))
     if dense.size:
         info = scan.info(int(dense[0]))
-        raise too_many_records(info.header.records_count, limit, position=info.position,
-                               offset=info.header.base_offset, source=source)
+        raise too_many_records(info.v2_header.records_count, limit, position=info.position,
+                               offset=info.v2_header.base_offset, source=source)
     if not codec.any():
         record_bytes = np.cumsum(size - RECORD_BATCH_OVERHEAD)
         used = len(scan)
@@ -246,7 +257,7 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     mv = memoryview(buf)
     tables = []
     first = 0
-    pieces: list = []
+    pieces: list[bytes | memoryview] = []
     total = decoded = used = 0
 
     def flush(upto: int) -> None:
@@ -260,6 +271,7 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     for i, (p, s, c, n) in enumerate(zip(scan.position.tolist(), size.tolist(), codec.tolist(),
                                          counts.tolist())):
         lo, hi = p + RECORD_BATCH_OVERHEAD, p + s
+        piece: bytes | memoryview
         if c:
             try:
                 piece = decompress(c, mv[lo:hi], magic=2, max_size=limit)
@@ -284,7 +296,7 @@ def _decode_v2(buf, scan: BatchArrays, limit: int, source: str | None,
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables), used, decoded
 
 
-def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+def _decode_group(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> pa.Table:
     counts = scan.records_count
     n = int(counts.sum())
@@ -324,8 +336,20 @@ def _decode_group(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     ], schema=SCHEMA)
 
 
-def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
-                  source: str | None, *, gather: bool = False):
+@overload
+def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None, *, gather: Literal[False] = False) -> np.ndarray: ...
+
+
+@overload
+def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None, *,
+                  gather: Literal[True]) -> tuple[np.ndarray, pa.Array, pa.Array]: ...
+
+
+def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
+                  source: str | None, *,
+                  gather: bool = False) -> np.ndarray | tuple[np.ndarray, pa.Array, pa.Array]:
     """Every record's fields (``_kernels.parse_records``' seven rows: ``fields[k]`` is field k
     of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``;
     the codec's error for the first record that does not decode. With ``gather``, also the
@@ -336,7 +360,7 @@ def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     fields = np.empty((7, n), np.int64)
     if gather:
         room = int((hi - lo).sum())            # a record's key or value lies within its bytes
-        big = room > 2**31 - 1
+        big = room > INT_MAX
         offs = np.empty((2, n + 1), np.int64 if big else np.int32)
         kbuf, vbuf = pa.allocate_buffer(room), pa.allocate_buffer(room)
         kdata, vdata = np.frombuffer(kbuf, np.uint8), np.frombuffer(vbuf, np.uint8)
@@ -347,7 +371,7 @@ def record_fields(data, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
     if code != _kernels.OK:
         del arr, kdata, vdata   # the error's traceback must not keep buf exported
         infos = [scan.info(i) for i in range(len(scan))]
-        _raise_fault(data, done, b, code, counts, infos, [i.header for i in infos],
+        _raise_fault(data, done, b, code, counts, infos, [i.v2_header for i in infos],
                      list(zip(lo.tolist(), hi.tolist())), source)
     if not gather:
         return fields
@@ -370,12 +394,14 @@ def _binary(type_: pa.DataType, lengths: np.ndarray, offsets: np.ndarray,
 
 def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
     """A non-null fixed-width column over ``values``' memory (no copy; ``pa.array`` of a small
-    numpy array costs ten times more, which is what a one-batch lookup would pay)."""
+    numpy array costs far more, which is what a one-batch lookup would pay)."""
     values = np.ascontiguousarray(values)
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
-def _raise_fault(data, done, b, code, counts, infos, headers, ranges, source):
+def _raise_fault(data: ByteBuffer, done: int, b: int, code: int, counts: np.ndarray,
+                 infos: list[BatchInfo], headers: list[BatchHeader], ranges: list[tuple[int, int]],
+                 source: str | None) -> NoReturn:
     """Turn a kernel fault into Kafka's message: re-read the batch with the scalar decoder."""
     info, header, (lo, hi) = infos[b], headers[b], ranges[b]
     index = done - int(counts[:b].sum())
@@ -399,11 +425,11 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
     length is null), copied once by the compiled kernel into an Arrow-allocated buffer."""
     n = starts.shape[0]
     offsets = np.empty(n + 1, np.int32)
-    total, null_count = _kernels.span_offsets(lengths, offsets, 2**31 - 1)
-    big = total > 2**31 - 1
+    total, null_count = _kernels.span_offsets(lengths, offsets, INT_MAX)
+    big = total > INT_MAX
     if big:
         offsets = np.empty(n + 1, np.int64)
-        total, null_count = _kernels.span_offsets(lengths, offsets, 2**63 - 1)
+        total, null_count = _kernels.span_offsets(lengths, offsets, LONG_MAX)
     data = pa.allocate_buffer(total)
     if total:
         _kernels.gather_spans(arr, starts, lengths, offsets, np.frombuffer(data, np.uint8))
@@ -413,7 +439,8 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
                                  [validity, pa.py_buffer(offsets), data], null_count=null_count)
 
 
-def _headers_column(arr, vstart, vlen, hcount) -> pa.Array:
+def _headers_column(arr: np.ndarray, vstart: np.ndarray, vlen: np.ndarray,
+                    hcount: np.ndarray) -> pa.Array:
     n = hcount.shape[0]
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(hcount, out=offsets[1:])
@@ -540,7 +567,7 @@ class BinaryBuilder:
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
         n = len(lengths)
         offsets = np.empty(n + 1, np.int64)
-        _, null_count = _kernels.span_offsets(lengths, offsets, 2**63 - 1)
+        _, null_count = _kernels.span_offsets(lengths, offsets, LONG_MAX)
         validity = (pa.py_buffer(np.packbits(lengths >= 0, bitorder="little")) if null_count
                     else None)
         col = pa.Array.from_buffers(pa.large_binary(), n,
@@ -551,7 +578,11 @@ class BinaryBuilder:
         return col
 
 
-def _header_columns(table: pa.Table, n: int, rows: np.ndarray | None = None):
+_Spans = tuple[np.ndarray, np.ndarray, np.ndarray]         # _arrow_bytes: data, offsets, lengths
+
+
+def _header_columns(table: pa.Table, n: int, rows: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, _Spans, _Spans, np.ndarray]:
     """Per record (of ``rows`` only, when given): header count and index of its first header;
     flattened header keys and values as (data, offsets, lengths); and each record's encoded
     header bytes."""
@@ -627,7 +658,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     n = table.num_rows if rows is None else len(rows)
     if n == 0:
         return memoryview(bytearray())
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = wall_ms() if now_ms is None else now_ms
     total = table.num_rows
     value = _binary_column(table, "value", required=True)
     key = _binary_column(table, "key", required=False)
@@ -664,12 +695,12 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
     attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
                                transactional=transactional)
     mv = memoryview(out)
-    parts: list = []
+    parts: list[memoryview | bytes | bytearray] = []
     for b in range(nb):
         start, end = int(batch_start[b]), int(batch_end[b])
         lo, cnt = int(first[b]), int(counts[b])
         seq = increment_sequence(base_sequence, lo) if base_sequence >= 0 else NO_SEQUENCE
-        payload = mv[start + RECORD_BATCH_OVERHEAD:end]
+        payload: memoryview | bytes = mv[start + RECORD_BATCH_OVERHEAD:end]
         if codec:
             payload = compress(codec, payload, magic=2, level=compression_level)
             if RECORD_BATCH_OVERHEAD + len(payload) > max_batch_bytes and cnt > 1:
@@ -690,7 +721,8 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                         rows=None if rows is None else rows[sub:sub + sub_cnt]))
                 continue
             head = bytearray(RECORD_BATCH_OVERHEAD)
-            target, at_ = head, 0
+            target: bytearray | memoryview = head
+            at_ = 0
         else:
             target, at_ = mv, start
         HEADER.pack_into(target, at_, base_offset + lo,
@@ -698,7 +730,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
                          partition_leader_epoch, 2, 0, attrs, cnt - 1, int(base_ts[b]),
                          int(max_ts[b]), producer_id, producer_epoch, seq, cnt)
         tail = memoryview(target)[at_ + ATTRIBUTES_OFFSET:at_ + RECORD_BATCH_OVERHEAD]
-        struct.pack_into(">I", target, at_ + 17, crc32c(payload, crc32c(tail)))
+        struct.pack_into(">I", target, at_ + CRC_OFFSET, crc32c(payload, crc32c(tail)))
         if codec:
             parts.append(head)
             parts.append(payload)

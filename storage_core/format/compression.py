@@ -525,7 +525,7 @@ def _zstd_compress(view: memoryview, level: int) -> bytes:
             f"got {level}")
     # One standard frame, no checksum. Kafka's streaming ZstdOutputStream leaves out the content
     # size; writing it is equally valid for every Kafka reader, lets libzstd size its tables to
-    # the batch (high levels are ~30x cheaper on small batches) and lets readers check the size
+    # the batch (high levels then cost far less on small batches) and lets readers check the size
     # before decoding.
     return zstandard.ZstdCompressor(level=level).compress(view)
 

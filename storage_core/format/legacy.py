@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from ..errors import CorruptRecordError, UnknownMagicError
+from .buffers import ByteBuffer
 from .record_batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE, Record
 
 RECORD_OVERHEAD_V0 = 14
@@ -57,7 +58,7 @@ class LegacyEntry:
         return LOG_OVERHEAD + self.size
 
 
-def parse_entry(buf, pos: int, *, verify_crc: bool = True, end: int | None = None) -> LegacyEntry:
+def parse_entry(buf: ByteBuffer, pos: int, *, verify_crc: bool = True, end: int | None = None) -> LegacyEntry:
     """The legacy entry at ``pos``; checks size, CRC and field lengths against the entry."""
     end = len(buf) if end is None else end
     if end - pos < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
@@ -105,7 +106,7 @@ def parse_entry(buf, pos: int, *, verify_crc: bool = True, end: int | None = Non
     return LegacyEntry(offset, pos, size, crc, magic, attrs, timestamp, key, value)
 
 
-def iter_entries(buf, start: int = 0, end: int | None = None) -> Iterator[LegacyEntry]:
+def iter_entries(buf: ByteBuffer, start: int = 0, end: int | None = None) -> Iterator[LegacyEntry]:
     end = len(buf) if end is None else end
     pos = start
     while pos < end:
@@ -203,8 +204,12 @@ def build_compressed(messages: Sequence[tuple[bytes | None, bytes | None, int]],
         build_message((wrapper_offset - n + 1 + i) if magic == 0 else i, v, k, magic=magic,
                       timestamp=ts if magic == 1 else NO_TIMESTAMP)
         for i, (k, v, ts) in enumerate(messages))
-    if magic == 1:
-        wrapper_ts = log_append_time if timestamp_type == LOG_APPEND_TIME else max(m[2] for m in messages)
+    if magic == 1 and timestamp_type == LOG_APPEND_TIME:
+        if log_append_time is None:
+            raise ValueError("timestamp_type LogAppendTime needs log_append_time")
+        wrapper_ts = log_append_time
+    elif magic == 1:
+        wrapper_ts = max(m[2] for m in messages)
     else:
         wrapper_ts = NO_TIMESTAMP
     return build_message(wrapper_offset, compress(compression, inner, magic=magic), None, magic=magic,

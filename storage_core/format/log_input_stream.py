@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..errors import CorruptRecordError, RecordTooLargeError, UnknownMagicError
 from . import _kernels, legacy
+from .buffers import ByteBuffer
 from .batch_header import HeaderColumn
 from .record_batch import (ATTRIBUTES_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
                            RECORD_BATCH_OVERHEAD, BatchHeader, Record, crc32c, decode_record,
@@ -80,14 +81,28 @@ class BatchInfo:
     entry: legacy.LegacyEntry | None = None   # v0/v1
 
     @property
+    def v2_header(self) -> BatchHeader:
+        """``header``, for a caller that knows the batch is v2."""
+        if self.header is None:
+            raise ValueError(f"the entry at position {self.position} is magic {self.magic}, not a v2 batch")
+        return self.header
+
+    @property
+    def legacy_entry(self) -> legacy.LegacyEntry:
+        """``entry``, for a caller that knows the batch is magic 0 or 1."""
+        if self.entry is None:
+            raise ValueError(f"the batch at position {self.position} is v2, not a legacy entry")
+        return self.entry
+
+    @property
     def base_offset(self) -> int:
         """v2: the header's; legacy: the entry offset (a compressed wrapper's first inner offset
         needs decompression, as in Kafka)."""
-        return self.header.base_offset if self.header is not None else self.entry.offset
+        return self.header.base_offset if self.header is not None else self.legacy_entry.offset
 
     @property
     def last_offset(self) -> int:
-        return self.header.last_offset if self.header is not None else self.entry.offset
+        return self.header.last_offset if self.header is not None else self.legacy_entry.offset
 
     @property
     def next_offset(self) -> int:
@@ -95,11 +110,11 @@ class BatchInfo:
 
     @property
     def max_timestamp(self) -> int:
-        return self.header.max_timestamp if self.header is not None else self.entry.timestamp
+        return self.header.max_timestamp if self.header is not None else self.legacy_entry.timestamp
 
     @property
     def compression(self) -> int:
-        return self.header.compression if self.header is not None else self.entry.compression
+        return self.header.compression if self.header is not None else self.legacy_entry.compression
 
 
 class LogInputStream:
@@ -108,7 +123,7 @@ class LogInputStream:
     unknown magic is corruption. After iteration, ``position`` is where unread bytes begin and
     ``partial`` says whether bytes were left over."""
 
-    def __init__(self, buf, start: int = 0, end: int | None = None, *,
+    def __init__(self, buf: ByteBuffer, start: int = 0, end: int | None = None, *,
                  max_batch_size: int | None = None, verify: bool = False,
                  source: str | None = None) -> None:
         self.buf = buf
@@ -164,7 +179,8 @@ class LogInputStream:
             yield batch
 
 
-def iter_batches(buf, start: int = 0, end: int | None = None, **kwargs) -> Iterator[BatchInfo]:
+def iter_batches(buf: ByteBuffer, start: int = 0, end: int | None = None,
+                 **kwargs: Any) -> Iterator[BatchInfo]:
     return iter(LogInputStream(buf, start, end, **kwargs))
 
 
@@ -185,32 +201,35 @@ class BatchArrays:
     def __len__(self) -> int:
         return self.fields.shape[0]
 
-    def column(self, name: str) -> np.ndarray:
-        return self.fields[:, _COLUMNS.index(name)]
+    def column(self, name: str | HeaderColumn) -> np.ndarray:
+        """The column ``name`` (a ``HeaderColumn``, or its name in lower case) as a view: writing
+        into it updates ``fields``."""
+        col = name if isinstance(name, HeaderColumn) else _COLUMNS.index(name)
+        return self.fields[:, col]
 
     @property
     def position(self) -> np.ndarray:
-        return self.fields[:, 0]
+        return self.fields[:, HeaderColumn.POSITION]
 
     @property
     def size(self) -> np.ndarray:
-        return self.fields[:, 1]
+        return self.fields[:, HeaderColumn.SIZE]
 
     @property
     def base_offset(self) -> np.ndarray:
-        return self.fields[:, 2]
+        return self.fields[:, HeaderColumn.BASE_OFFSET]
 
     @property
     def last_offset(self) -> np.ndarray:
-        return self.fields[:, 2] + self.fields[:, 7]
+        return self.fields[:, HeaderColumn.BASE_OFFSET] + self.fields[:, HeaderColumn.LAST_OFFSET_DELTA]
 
     @property
     def max_timestamp(self) -> np.ndarray:
-        return self.fields[:, 9]
+        return self.fields[:, HeaderColumn.MAX_TIMESTAMP]
 
     @property
     def records_count(self) -> np.ndarray:
-        return self.fields[:, 13]
+        return self.fields[:, HeaderColumn.RECORDS_COUNT]
 
     def header(self, i: int) -> BatchHeader:
         f = self.fields[i].tolist()
@@ -222,7 +241,7 @@ class BatchArrays:
                          header=self.header(i))
 
 
-def scan_batches(buf, start: int = 0, end: int | None = None, *, verify: bool = False,
+def scan_batches(buf: ByteBuffer, start: int = 0, end: int | None = None, *, verify: bool = False,
                  max_batch_size: int | None = None, source: str | None = None) -> BatchArrays:
     """``LogInputStream``'s shallow walk of v2 batches in one compiled pass, as columns: the same
     end-of-data rules, the same errors (a fault is re-read by ``LogInputStream`` so the message
@@ -240,8 +259,10 @@ def scan_batches(buf, start: int = 0, end: int | None = None, *, verify: bool = 
     if verify and n:
         mv = memoryview(buf).cast("B")
         try:
-            for _i, (p, s, c, cnt) in enumerate(zip(fields[:, 0].tolist(), fields[:, 1].tolist(),
-                                                   fields[:, 5].tolist(), fields[:, 13].tolist())):
+            for p, s, c, cnt in zip(fields[:, HeaderColumn.POSITION].tolist(),
+                                    fields[:, HeaderColumn.SIZE].tolist(),
+                                    fields[:, HeaderColumn.CRC].tolist(),
+                                    fields[:, HeaderColumn.RECORDS_COUNT].tolist()):
                 if cnt < 0 or crc32c(mv[p + ATTRIBUTES_OFFSET:p + s]) != c:
                     try:
                         ensure_valid(buf, p, s)
@@ -256,21 +277,22 @@ def scan_batches(buf, start: int = 0, end: int | None = None, *, verify: bool = 
     return BatchArrays(fields, stop, code == _kernels.SCAN_LEGACY)
 
 
-def batch_payload(buf, info: BatchInfo, *, max_decompressed: int) -> bytes | memoryview:
+def batch_payload(buf: ByteBuffer, info: BatchInfo, *, max_decompressed: int) -> bytes | memoryview:
     """The uncompressed record bytes of a v2 batch."""
     from .compression import decompress
 
     mv = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
-    if info.header.compression == 0:
+    codec = info.v2_header.compression
+    if codec == 0:
         return mv
-    return decompress(info.header.compression, mv, magic=2, max_size=max_decompressed)
+    return decompress(codec, mv, magic=2, max_size=max_decompressed)
 
 
-def batch_records(buf, info: BatchInfo, *, max_decompressed: int | None = None) -> list[Record]:
+def batch_records(buf: ByteBuffer, info: BatchInfo, *, max_decompressed: int | None = None) -> list[Record]:
     """Every record of one batch (any magic), validated: CRC, declared count, no leftovers."""
     limit = max_decompressed or default_max_decompressed()
     if info.magic < 2:
-        return legacy.deep_records(info.entry, max_decompressed=limit)
+        return legacy.deep_records(info.legacy_entry, max_decompressed=limit)
     header = ensure_valid(buf, info.position, info.size)
     if header.records_count > max_records_per_batch(limit):
         raise too_many_records(header.records_count, limit, position=info.position,
@@ -302,7 +324,7 @@ def batch_records(buf, info: BatchInfo, *, max_decompressed: int | None = None) 
     return records
 
 
-def iter_records(buf, start: int = 0, end: int | None = None, *, source: str | None = None,
+def iter_records(buf: ByteBuffer, start: int = 0, end: int | None = None, *, source: str | None = None,
                  max_decompressed: int | None = None) -> Iterator[tuple[BatchInfo, Record]]:
     """The deep walk: every record of every complete batch, with the batch it came from."""
     for info in LogInputStream(buf, start, end, verify=True, source=source):

@@ -18,10 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import crc32c as _crc32c
+import numpy as np
 
+from ..common import INT_MAX, LONG_MIN
 from ..errors import CorruptRecordError, UnsupportedFormatError
 from .batch_header import (HEADER_SIZE_UP_TO_MAGIC, HEADER_STRUCT, LOG_OVERHEAD,  # noqa: F401
                            RECORD_BATCH_OVERHEAD, BatchField)
+from .buffers import ByteBuffer
 from .varint import (decode_varint, decode_varlong, encode_varint, encode_varlong)
 
 HEADER = HEADER_STRUCT
@@ -48,16 +51,16 @@ NO_TIMESTAMP_TYPE = -1
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-INT32_MAX = 2**31 - 1
+INT32_MAX = INT_MAX               # kept: tests and producer state import it from here
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: ByteBuffer, value: int = 0) -> int:
     return _crc32c.crc32c(data, value)
 
 
 def _int64(n: int) -> int:
     """Java ``long`` arithmetic: wrap to 64 bits, as the broker (and numpy) would."""
-    return ((n + 2**63) % 2**64) - 2**63
+    return ((n - LONG_MIN) % 2**64) + LONG_MIN
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -65,6 +68,13 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
+
+
+def base_sequences(first_sequence: int, counts: np.ndarray) -> np.ndarray:
+    """The base sequences of consecutive batches of ``counts`` records each, the first numbered
+    ``first_sequence``: ``incrementSequence`` over a whole array (int64, wrapped after Int.MAX)."""
+    starts = first_sequence + np.cumsum(counts) - counts
+    return np.where(starts > INT32_MAX, starts - (INT32_MAX + 1), starts)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -109,7 +119,7 @@ class BatchHeader:
     records_count: int
 
     @classmethod
-    def parse(cls, buf, pos: int = 0) -> "BatchHeader":
+    def parse(cls, buf: ByteBuffer, pos: int = 0) -> "BatchHeader":
         f = HEADER.unpack_from(buf, pos)
         return cls(f[0], f[1], f[2], f[3], f[4], f[5] & 0xFF, *f[6:])
 
@@ -223,7 +233,7 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
     return encode_varint(len(body)) + body
 
 
-def decode_record(buf, pos: int, header: BatchHeader, limit: int | None = None) -> tuple[Record, int]:
+def decode_record(buf: ByteBuffer, pos: int, header: BatchHeader, limit: int | None = None) -> tuple[Record, int]:
     """``DefaultRecord.readFrom``: one record at ``pos``; returns it and the next position.
 
     Every length is checked against the record's declared size before use, as Kafka does, so a
@@ -354,15 +364,15 @@ def write_empty_header(*, base_offset: int, last_offset: int, max_timestamp: int
     return bytes(raw)
 
 
-def stored_crc(buf, pos: int = 0) -> int:
+def stored_crc(buf: ByteBuffer, pos: int = 0) -> int:
     return struct.unpack_from(">I", buf, pos + CRC_OFFSET)[0]
 
 
-def compute_crc(buf, pos: int, size: int) -> int:
+def compute_crc(buf: ByteBuffer, pos: int, size: int) -> int:
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size])
 
 
-def ensure_valid(buf, pos: int = 0, size: int | None = None) -> BatchHeader:
+def ensure_valid(buf: ByteBuffer, pos: int = 0, size: int | None = None) -> BatchHeader:
     """``DefaultRecordBatch.ensureValid``: header sanity and CRC. Returns the parsed header."""
     avail = len(buf) - pos
     if avail < RECORD_BATCH_OVERHEAD:
@@ -389,12 +399,13 @@ def ensure_valid(buf, pos: int = 0, size: int | None = None) -> BatchHeader:
 
 def set_last_offset(buf: bytearray, pos: int, last_offset: int) -> None:
     """``setLastOffset``: rewrite baseOffset (outside the CRC) so the batch ends at ``last_offset``."""
-    last_delta = struct.unpack_from(">i", buf, pos + 23)[0]
-    struct.pack_into(">q", buf, pos, last_offset - last_delta)
+    last_delta = struct.unpack_from(">i", buf, pos + BatchField.LAST_OFFSET_DELTA.offset)[0]
+    struct.pack_into(">q", buf, pos + BatchField.BASE_OFFSET.offset, last_offset - last_delta)
 
 
 def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
-    struct.pack_into(">i", buf, pos + 12, epoch)
+    """``setPartitionLeaderEpoch``: outside the CRC, rewritten in place."""
+    struct.pack_into(">i", buf, pos + BatchField.PARTITION_LEADER_EPOCH.offset, epoch)
 
 
 def set_max_timestamp(buf: bytearray, pos: int, timestamp_type: int, max_timestamp: int) -> None:
@@ -413,5 +424,5 @@ def set_max_timestamp(buf: bytearray, pos: int, timestamp_type: int, max_timesta
     struct.pack_into(">I", buf, pos + CRC_OFFSET, compute_crc(buf, pos, header.size_in_bytes))
 
 
-def with_header(header: BatchHeader, **changes) -> BatchHeader:
+def with_header(header: BatchHeader, **changes: int) -> BatchHeader:
     return replace(header, **changes)

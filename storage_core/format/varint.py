@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 from ..errors import CorruptRecordError
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+from .buffers import ByteBuffer
 
 
 def zigzag_encode(n: int, bits: int = 64) -> int:
@@ -40,14 +39,14 @@ def encode_unsigned_varint32(n: int) -> bytes:
 
 def encode_varint(n: int) -> bytes:
     """Zig-zag varint of a 32-bit int."""
-    if not -(2**31) <= n <= INT32_MAX:
+    if not INT_MIN <= n <= INT_MAX:
         raise ValueError(f"varint out of int32 range: {n}")
     return encode_unsigned_varint(zigzag_encode(n, 32))
 
 
 def encode_varlong(n: int) -> bytes:
     """Zig-zag varlong of a 64-bit int."""
-    if not -(2**63) <= n <= INT64_MAX:
+    if not LONG_MIN <= n <= LONG_MAX:
         raise ValueError(f"varlong out of int64 range: {n}")
     return encode_unsigned_varint(zigzag_encode(n, 64))
 
@@ -64,7 +63,7 @@ def size_of_varlong(n: int) -> int:
     return size_of_unsigned_varint(zigzag_encode(n, 64))
 
 
-def decode_unsigned_varint(buf, pos: int = 0, *, max_bytes: int = 5,
+def decode_unsigned_varint(buf: ByteBuffer, pos: int = 0, *, max_bytes: int = 5,
                            limit: int | None = None) -> tuple[int, int]:
     """Return ``(value, next_position)``. Raises CorruptRecordError past ``max_bytes`` (5 for
     an int, 10 for a long, as Java's ``readVarint``/``readVarlong``) or past ``limit``."""
@@ -83,13 +82,13 @@ def decode_unsigned_varint(buf, pos: int = 0, *, max_bytes: int = 5,
     raise CorruptRecordError(f"varint longer than {max_bytes} bytes", position=pos)
 
 
-def decode_varint(buf, pos: int = 0, *, limit: int | None = None) -> tuple[int, int]:
+def decode_varint(buf: ByteBuffer, pos: int = 0, *, limit: int | None = None) -> tuple[int, int]:
     u, nxt = decode_unsigned_varint(buf, pos, max_bytes=5, limit=limit)
     u &= 0xFFFFFFFF  # Java keeps the low 32 bits of a 5-byte varint
     return zigzag_decode(u), nxt
 
 
-def decode_varlong(buf, pos: int = 0, *, limit: int | None = None) -> tuple[int, int]:
+def decode_varlong(buf: ByteBuffer, pos: int = 0, *, limit: int | None = None) -> tuple[int, int]:
     u, nxt = decode_unsigned_varint(buf, pos, max_bytes=10, limit=limit)
     u &= 0xFFFFFFFFFFFFFFFF
     v = zigzag_decode(u)

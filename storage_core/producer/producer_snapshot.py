@@ -1,4 +1,4 @@
-"""Producer-state snapshot files, ``<offset:020d>.snapshot`` (kafka_format.md §13).
+"""Producer-state snapshot files, ``<offset:020d>.snapshot`` (Kafka's ``ProducerSnapshot``).
 
 The bytes of Kafka's ``ProducerStateManager.writeSnapshot`` / ``readSnapshot`` (3.x hand-written
 ``Struct`` schema and trunk's generated ``ProducerSnapshot`` v1 are identical)::

@@ -1,105 +1,86 @@
-"""Producer state: idempotence, transactions and the last stable offset of one partition.
+"""Producer state of one partition: idempotence, transactions and the last stable offset
+(Kafka's ``ProducerStateManager``). The values it keeps are in ``producer_state_entry``
+(``ProducerStateEntry``, ``BatchMetadata``, ``TxnMetadata``, ``CompletedTxn``,
+``LogOffsetMetadata``), the per-append validation in ``producer_append_info``
+(``ProducerAppendInfo``), the snapshot file format in ``producer_snapshot``; this module decides
+what goes in a snapshot, when one is written, which are kept and how state is rebuilt from the
+log. It re-exports the names of the first two, so imports from it keep working.
 
-Mirrors Kafka's ``org.apache.kafka.storage.internals.log`` classes ``ProducerStateManager``,
-``ProducerStateEntry``, ``ProducerAppendInfo``, ``BatchMetadata``, ``TxnMetadata``,
-``CompletedTxn`` and ``LogOffsetMetadata`` (kafka_format.md §10 and §13). The snapshot file
-format itself lives in :mod:`storage_core.producer_snapshot`; this module decides what goes in
-it, when it is written, which snapshots are kept and how state is rebuilt from the log.
-
-What the manager tracks, per producer id: the producer epoch, the last (at most five) batches'
-sequence ranges and offsets (duplicate detection and sequence checks), the coordinator epoch of
-the last transaction marker, the last timestamp (expiration) and the first offset of the open
+What the manager tracks, per producer id: the epoch, the last (at most five) batches' sequence
+ranges and offsets (duplicate detection and sequence checks), the coordinator epoch of the last
+transaction marker, the last timestamp (expiration) and the first offset of the open
 transaction, if any. Across producers: the open transactions by first offset (the first
 *undecided* offset), the completed transactions whose marker is not yet below the high
 watermark (the first *unstable* offset), the map end offset (the exclusive offset up to which
 the state reflects the log) and the snapshot files of the partition directory.
 
-Not thread-safe: every call must be made under the Log's lock, as Kafka does.
+Not thread-safe: ``Log`` makes every call under its lock, as Kafka's ``UnifiedLog`` does. How
+``Log`` (``storage_core.log``) uses it:
 
-How Log should call this
-========================
-
-Construction: ``self.producer_state = ProducerStateManager(self.dir,
-producer_id_expiration_ms=..., max_transaction_timeout_ms=...)`` (scans existing snapshots).
-
-Append path (``UnifiedLog.append``), after offsets are assigned (baseOffsets patched) and the
-segment to write to is chosen (after a roll), before writing the bytes::
-
-    pending = psm.analyze_append(
-        ((buf, b) for b in LogInputStream(buf)),      # the (patched) batches being appended
-        origin,                                       # "client" (producer), "coordinator"
-                                                      # (markers), "replication" (follower/copy)
-        segment_base_offset=seg.base_offset, start_position=seg.size)
-    if pending.duplicate is not None:                 # client retry of one of the last 5 batches
-        return the duplicate's offsets (pending.duplicate.first_offset / .last_offset),
-        writing nothing                               # (Kafka: LogAppendInfo of the original)
-    seg.append(...)                                   # OutOfOrderSequenceError etc. raised above
-    psm.finish_append(pending, next_offset=last_offset + 1,
-                      on_aborted_txn=seg.update_txn_index)
-    psm.on_high_watermark_updated(self.high_watermark)   # HW == LEO here: after every append
-
-``finish_append`` updates the producers, writes one AbortedTxn per ABORT of a non-empty
-transaction through ``on_aborted_txn`` *before* completing it (if the txn-index write raises,
-the transaction stays open and the LSO does not move, as in Kafka), and advances the map end
-offset even for non-idempotent data. Marker path: the coordinator appends
-``end_transaction_marker_batch(...)`` bytes with origin ``"coordinator"`` through the same two
-calls (``transaction_version=2`` for KIP-890 markers: the marker epoch must then be bumped).
-``Log.last_stable_offset`` becomes ``psm.log_last_stable_offset(self.high_watermark,
-log_start_offset=self.log_start_offset)``; a read_committed read stops there and asks the
-segments' txn indexes for aborted transactions (kafka_format.md §10).
-
-Load / recovery path (``LogLoader``):
-
-* after the segments are loaded: ``psm.remove_stray_snapshots([s.base_offset for s in segs])``;
-* recovering a segment (``LogLoader.recoverSegment``): a *fresh* manager for the same dir,
-  ``tmp.rebuild_producer_state(log_start_offset=..., last_offset=seg.base_offset, ...)``, then
-  ``seg.recover(on_batch=lambda buf, b: tmp.load_batch(buf, b,
-  on_aborted_txn=seg.update_txn_index))`` (recover resets the txn index first, so it is
-  rebuilt), then ``tmp.take_snapshot()``;
-* at the end of loading (and after ``truncate_to``): ``psm.rebuild_producer_state(
-  log_start_offset=lso, last_offset=leo, now_ms=clock(), segment_base_offsets=bases,
-  read_segment=lambda base, start: ((chunk, b) for b, chunk, _ in seg_at(base)._walk(pos)),
-  reload_from_clean_shutdown=<clean-shutdown marker present>)`` where ``pos`` may be 0 or the
-  offset index's position for ``start`` (``_walk`` reads a megabyte at a time and yields
-  batches relative to their chunk, as ``recover``'s ``on_batch`` sees them; batches below
-  ``start`` or from ``last_offset`` on are skipped by the manager). It reloads the latest
-  snapshot <= LEO (dropping out-of-range, corrupt and expired state), replays the log from
-  there with origin replication, and snapshots at the last two segment bases and at LEO;
-* ``truncate_fully_and_start_at(offset)`` when the whole log is replaced
-  (``truncateFullyAndStartAt``).
-
-Snapshots on roll and close: ``roll``: ``psm.update_map_end_offset(new_base)`` then
-``path = psm.take_snapshot(sync=False)``, fsyncing ``path`` with the old segment's flush (a
-failure there must not advance the recovery point); ``close``: ``psm.take_snapshot()`` (at
-LEO, after the last append). After writing the recovery-point checkpoint:
-``psm.delete_snapshots_before(min(base of the segment below the recovery point (else the
-recovery point), base of the segment below the active one (else the active one's)))``
-(``deleteSnapshotsAfterRecoveryPointCheckpoint``). Segment deletion (retention, delete-records,
-compaction): ``psm.remove_and_mark_snapshot_for_deletion(seg.base_offset)`` per deleted segment
-and ``psm.on_log_start_offset_incremented(new_start)``; producer entries are kept. Every
-``producer.id.expiration.check.interval.ms`` (10 min): ``psm.remove_expired_producers(now)``.
+* Construction: one manager per ``Log`` with ``producer.id.expiration.ms`` from its config
+  (the transaction timeout stays ``transaction.max.timeout.ms``'s default).
+* Append (``UnifiedLog.analyzeAndValidateProducerState``): after offsets are assigned and the
+  segment chosen (after a roll), ``analyze_append`` gets the batches that carry a producer id,
+  as ``(buf, info)`` pairs (``buf`` may be None where only headers are known: staged and
+  renamed-in files), with the segment's base offset and the position the batches start at
+  (a transaction's first offset metadata). A duplicate (a client retry of one of the last
+  five batches) is answered with the original's offsets by ``append_raw`` and refused by the
+  file appends, nothing written. After
+  the write, ``finish_append(pending, next_offset, on_aborted_txn=segment.update_txn_index)``
+  (an ABORT's ``AbortedTxn`` is indexed before the transaction completes: if that raises, the
+  LSO does not move); an append without producer ids only calls ``update_map_end_offset``.
+  Then ``on_high_watermark_updated(log end offset)``: without replicas the high watermark is
+  the log end offset. Transaction markers (``Log.append_end_txn_marker``) take the same path
+  with origin ``coordinator``.
+* ``Log.last_stable_offset`` is ``log_last_stable_offset(high watermark, log_start_offset=...)``;
+  a read_committed read stops there and takes aborted transactions from the segments'
+  transaction indexes.
+* Load (``LogLoader``): each segment recovered gets a fresh manager rebuilt up to its base
+  (``rebuild_producer_state``), fed every batch the recovery keeps through ``load_batch`` (which
+  rebuilds the segment's transaction index) and snapshotted at its end. Then
+  ``remove_stray_snapshots(segment bases)`` and ``rebuild_producer_state`` up to the log end
+  offset, reading segments through the log's offset index; ``Log`` never passes
+  ``reload_from_clean_shutdown`` (its clean close always snapshots the log end offset, so a
+  missing snapshot means the state must come from the log). A log whose end is below its
+  checkpointed start is replaced whole: ``truncate_fully_and_start_at``.
+* A read-only ``Log`` (the Spark source) loads state only when first asked for it: the latest
+  readable snapshot in range through ``load_producer_entry`` (deleting nothing), then ``rebuild``
+  from it to the log end offset in memory.
+* Truncation (``truncate_to``): ``truncate_fully_and_start_at`` when nothing is left, then the
+  same rebuild as a load. Roll: ``update_map_end_offset(new base)`` and
+  ``take_snapshot(sync=False)``, the snapshot fsynced with the rolled segment's flush. Close:
+  ``take_snapshot()`` at the log end offset. After the recovery-point checkpoint:
+  ``delete_snapshots_before`` (``deleteSnapshotsAfterRecoveryPointCheckpoint``).
+* Segment deletion (retention, delete-records, compaction): per segment
+  ``remove_and_mark_snapshot_for_deletion(base)``, whose ``.deleted`` file ``Log`` deletes with
+  the segment's; a new log start offset: ``on_log_start_offset_incremented``. Producer expiry:
+  ``remove_expired_producers(now)`` from ``Log.remove_expired_producers``. The cleaner reads
+  ``active_producers`` (``UnifiedLog.lastRecordsOfActiveProducers``) to keep each live
+  producer's last batch.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from ..errors import CorruptRecordError, CorruptSnapshotError, KafkaLogError
-from ..format.control import ControlRecordType, EndTransactionMarker
-from ..format.log_input_stream import BatchInfo, batch_records
-from ..format.record_batch import (INT32_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-                                  NO_TIMESTAMP, BatchHeader, decrement_sequence)
+from ..errors import CorruptSnapshotError
+from ..format.log_input_stream import BatchInfo
+from ..format.record_batch import NO_PRODUCER_ID, BatchHeader
 from ..index import AbortedTxn
+from .producer_append_info import (AppendOrigin, Buffer, InvalidProducerEpochError,
+                                   InvalidTxnStateError, OutOfOrderSequenceError, PendingAppend,
+                                   ProducerAppendInfo, ProducerStateError,
+                                   TransactionCoordinatorFencedError, read_txn_marker)
 from .producer_snapshot import (ProducerSnapshotEntry, list_snapshots, read_snapshot,
                                 snapshot_path, write_snapshot)
+from .producer_state_entry import (NUM_BATCHES_TO_RETAIN, UNKNOWN_FILE_POSITION, UNKNOWN_OFFSET,
+                                   BatchMetadata, CompletedTxn, LogOffsetMetadata,
+                                   ProducerStateEntry, TxnMetadata)
 
 logger = logging.getLogger(__name__)
 
@@ -109,465 +90,13 @@ __all__ = [
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
     "TransactionCoordinatorFencedError", "LogOffsetMetadata", "BatchMetadata", "CompletedTxn",
     "TxnMetadata", "ProducerStateEntry", "ProducerAppendInfo", "PendingAppend",
-    "ProducerStateManager", "read_txn_marker",
+    "ProducerStateManager", "read_txn_marker", "UNKNOWN_OFFSET", "UNKNOWN_FILE_POSITION",
 ]
 
-NUM_BATCHES_TO_RETAIN = 5                     # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000    # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000   # producer.id.expiration.ms
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000     # transaction.max.timeout.ms
-UNKNOWN_OFFSET = -1                           # LogOffsetMetadata.UNKNOWN_OFFSET
-UNKNOWN_FILE_POSITION = -1                    # LogOffsetMetadata.UNKNOWN_FILE_POSITION
 DELETED_SUFFIX = ".deleted"                   # LogFileUtils.DELETED_FILE_SUFFIX
-
-Buffer = bytes | bytearray | memoryview
-
-
-class AppendOrigin(enum.StrEnum):
-    """``AppendOrigin``: how much validation an append gets. ``client``: producers, full
-    epoch + sequence validation and duplicate detection. ``coordinator``: transaction markers
-    and group-coordinator writes, epoch validation only (no sequences). ``replication``:
-    followers, log loading and recovery, no validation (the leader did it)."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
-
-
-# ------------------------------------------------------------------------------------ errors
-
-class ProducerStateError(KafkaLogError):
-    """A batch refused by producer-state validation; names the producer and the offset."""
-
-    def __init__(self, message: str, *, producer_id: int, offset: int | None = None) -> None:
-        super().__init__(message)
-        self.producer_id = producer_id
-        self.offset = offset
-
-
-class OutOfOrderSequenceError(ProducerStateError):
-    """``OutOfOrderSequenceException``: a sequence that does not continue the producer's last
-    one, or a new epoch that does not start at sequence 0."""
-
-
-class InvalidProducerEpochError(ProducerStateError):
-    """``InvalidProducerEpochException``: a batch or marker from an older (fenced) epoch."""
-
-
-class InvalidTxnStateError(ProducerStateError):
-    """``InvalidTxnStateException``: a non-transactional batch inside an open transaction."""
-
-
-class TransactionCoordinatorFencedError(ProducerStateError):
-    """``TransactionCoordinatorFencedException``: a marker from a zombie coordinator (its
-    coordinator epoch is below the last one seen for the producer)."""
-
-
-# ------------------------------------------------------------------------------- value types
-
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
-    """``LogOffsetMetadata``: an offset and, when known, the base offset of its segment and its
-    byte position in that segment (-1 when unknown: "message offset only")."""
-
-    message_offset: int
-    segment_base_offset: int = UNKNOWN_OFFSET
-    relative_position_in_segment: int = UNKNOWN_FILE_POSITION
-
-    @property
-    def message_offset_only(self) -> bool:
-        return (self.segment_base_offset == UNKNOWN_OFFSET
-                and self.relative_position_in_segment == UNKNOWN_FILE_POSITION)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """``BatchMetadata``: one retained batch of a producer (sequence range and offsets)."""
-
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @property
-    def first_seq(self) -> int:
-        """``DefaultRecordBatch.decrementSequence(lastSeq, offsetDelta)``: wraps below 0."""
-        return decrement_sequence(self.last_seq, self.offset_delta)
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
-
-
-@dataclass(frozen=True, slots=True)
-class CompletedTxn:
-    """``CompletedTxn``: a transaction closed by the marker at ``last_offset``."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    is_aborted: bool
-
-
-@dataclass(slots=True)
-class TxnMetadata:
-    """``TxnMetadata``: an open (``last_offset is None``) or completed-but-unreplicated
-    transaction, keyed in the manager by ``first_offset.message_offset``."""
-
-    producer_id: int
-    first_offset: LogOffsetMetadata
-    last_offset: int | None = None
-
-
-# ------------------------------------------------------------------------ ProducerStateEntry
-
-def _retained() -> deque[BatchMetadata]:
-    return deque(maxlen=NUM_BATCHES_TO_RETAIN)
-
-
-@dataclass(slots=True)
-class ProducerStateEntry:
-    """``ProducerStateEntry``: the state of one producer id.
-
-    ``batch_metadata`` holds at most :data:`NUM_BATCHES_TO_RETAIN` batches, lowest sequence
-    first; a full deque drops its head when a batch is added (``addBatchMetadata``)."""
-
-    producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    coordinator_epoch: int = -1
-    last_timestamp: int = NO_TIMESTAMP
-    current_txn_first_offset: int | None = None
-    batch_metadata: deque[BatchMetadata] = field(default_factory=_retained)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.batch_metadata, deque) or \
-                self.batch_metadata.maxlen != NUM_BATCHES_TO_RETAIN:
-            self.batch_metadata = deque(self.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
-
-    @classmethod
-    def empty(cls, producer_id: int) -> ProducerStateEntry:
-        """``ProducerStateEntry.empty``: no epoch, no coordinator epoch, no timestamp."""
-        return cls(producer_id)
-
-    # ---- Kafka's accessors
-    @property
-    def is_empty(self) -> bool:
-        """No retained batch (``isEmpty``); the entry may still carry an epoch (a marker)."""
-        return not self.batch_metadata
-
-    @property
-    def first_seq(self) -> int:
-        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
-
-    @property
-    def last_seq(self) -> int:
-        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
-
-    @property
-    def first_data_offset(self) -> int:
-        return self.batch_metadata[0].first_offset if self.batch_metadata else -1
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
-
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last record of the last retained batch, -1 if none
-        (``lastDataOffset``)."""
-        return self.last_data_offset
-
-    @property
-    def last_offset_delta(self) -> int:
-        return self.batch_metadata[-1].offset_delta if self.batch_metadata else 0
-
-    # ---- mutation (ProducerStateEntry.addBatch / update / maybeUpdateProducerEpoch)
-    def add_batch(self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int,
-                  timestamp: int) -> None:
-        self.maybe_update_producer_epoch(producer_epoch)
-        self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
-        self.last_timestamp = timestamp
-
-    def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
-        """A new epoch forgets the retained batches (their sequences belong to the old one)."""
-        if self.producer_epoch != producer_epoch:
-            self.batch_metadata.clear()
-            self.producer_epoch = producer_epoch
-            return True
-        return False
-
-    def update(self, next_entry: ProducerStateEntry) -> None:
-        """``update(ProducerStateEntry)``: fold an append's result into this entry."""
-        self.maybe_update_producer_epoch(next_entry.producer_epoch)
-        self.batch_metadata.extend(next_entry.batch_metadata)
-        self.coordinator_epoch = next_entry.coordinator_epoch
-        self.current_txn_first_offset = next_entry.current_txn_first_offset
-        self.last_timestamp = next_entry.last_timestamp
-
-    def end_transaction(self, producer_epoch: int, coordinator_epoch: int, timestamp: int) -> None:
-        """``update(short, int, long)``: the effect of a COMMIT/ABORT marker. The transaction is
-        closed; a bumped epoch forgets the retained batches."""
-        self.maybe_update_producer_epoch(producer_epoch)
-        self.coordinator_epoch = coordinator_epoch
-        self.current_txn_first_offset = None
-        self.last_timestamp = timestamp
-
-    def with_producer_id(self, producer_id: int) -> ProducerStateEntry:
-        """``withProducerIdAndBatchMetadata(producerId, empty)``: a copy with no retained batch,
-        the starting point of a ``ProducerAppendInfo``."""
-        return ProducerStateEntry(producer_id, self.producer_epoch, self.coordinator_epoch,
-                                  self.last_timestamp, self.current_txn_first_offset)
-
-    def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch,
-                                  self.last_timestamp, self.current_txn_first_offset,
-                                  deque(self.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN))
-
-    # ---- duplicates
-    def find_duplicate_batch(self, header: BatchHeader) -> BatchMetadata | None:
-        """``findDuplicateBatch``: the retained batch with exactly ``header``'s sequence range,
-        from the same epoch, or None. The Log calls it for client appends *before* validating
-        (a hit means "already written": answer with the original offsets)."""
-        if header.producer_epoch != self.producer_epoch:
-            return None
-        return self.batch_with_sequence_range(header.base_sequence, header.last_sequence)
-
-    def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        for b in self.batch_metadata:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return b
-        return None
-
-    # ---- snapshot conversion (ProducerStateManager.writeSnapshot / readSnapshot)
-    def to_snapshot_entry(self) -> ProducerSnapshotEntry:
-        """Only the last retained batch is persisted, as in Kafka."""
-        return ProducerSnapshotEntry(
-            self.producer_id, self.producer_epoch, self.last_seq, self.last_data_offset,
-            self.last_offset_delta, self.last_timestamp, self.coordinator_epoch,
-            -1 if self.current_txn_first_offset is None else self.current_txn_first_offset)
-
-    @classmethod
-    def from_snapshot_entry(cls, e: ProducerSnapshotEntry) -> ProducerStateEntry:
-        entry = cls(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.timestamp,
-                    e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None)
-        if e.last_offset >= 0:
-            entry.batch_metadata.append(
-                BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp))
-        return entry
-
-
-# ------------------------------------------------------------------------ ProducerAppendInfo
-
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    """``ProducerAppendInfo.inSequence``: +1, or 0 after Int.MAX (wraparound)."""
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
-class ProducerAppendInfo:
-    """``ProducerAppendInfo``: validates the batches one producer appends in one request (or
-    one replayed run) against its state before the append, and accumulates the resulting entry
-    and the transactions it starts. Nothing in the manager changes until
-    :meth:`ProducerStateManager.update` is called with it."""
-
-    def __init__(self, producer_id: int, current_entry: ProducerStateEntry,
-                 origin: AppendOrigin | str, *, partition: str = "") -> None:
-        self.producer_id = producer_id
-        self.origin = AppendOrigin(origin)
-        self.partition = partition
-        self._current = current_entry
-        self._updated = current_entry.with_producer_id(producer_id)
-        self._transactions: list[TxnMetadata] = []
-
-    # ---- validation (checkProducerEpoch / checkSequence / checkCoordinatorEpoch)
-    def _check_producer_epoch(self, producer_epoch: int, offset: int,
-                              transaction_version: int | None) -> None:
-        """``checkProducerEpoch``. ``transaction_version`` is None for data batches (Kafka's
-        TV_UNKNOWN) and for markers 0/1 (legacy: the marker epoch may equal the current one) or
-        2 (KIP-890: it must be higher)."""
-        current = self._updated.producer_epoch
-        strict = transaction_version is not None and transaction_version >= 2
-        if producer_epoch < current or (strict and producer_epoch == current):
-            txn_open = self._updated.current_txn_first_offset is not None
-            if strict and producer_epoch == current and not txn_open:
-                # KAFKA-19999: a retried TV2 marker for an already completed transaction
-                logger.info("Idempotent transaction marker retry detected for producer %d epoch %d "
-                         "in %s; allowing the duplicate marker", self.producer_id,
-                         producer_epoch, self.partition)
-                return
-            message = (f"Epoch of producer {self.producer_id} at offset {offset} in "
-                       f"{self.partition} is {producer_epoch}, which is "
-                       f"{'<=' if strict else '<'} the last seen epoch {current}"
-                       + ("" if transaction_version is None else f" (TV{transaction_version})"))
-            if self.origin is AppendOrigin.REPLICATION:
-                logger.warning(message)
-            else:
-                raise InvalidProducerEpochError(message, producer_id=self.producer_id,
-                                                offset=offset)
-
-    def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
-        updated, current = self._updated, self._current
-        if producer_epoch != updated.producer_epoch:
-            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
-                raise OutOfOrderSequenceError(
-                    f"Invalid sequence number for new epoch of producer {self.producer_id} at "
-                    f"offset {offset} in partition {self.partition}: {producer_epoch} (request "
-                    f"epoch), {first_seq} (seq. number), {updated.producer_epoch} (current "
-                    f"producer epoch)", producer_id=self.producer_id, offset=offset)
-            return
-        if not updated.is_empty:
-            last_seq = updated.last_seq
-        elif producer_epoch == current.producer_epoch:
-            last_seq = current.last_seq
-        else:
-            last_seq = NO_SEQUENCE
-        # no current epoch (all of the producer's records deleted by retention or
-        # DeleteRecords): any sequence is accepted
-        if not (current.producer_epoch == NO_PRODUCER_EPOCH or _in_sequence(last_seq, first_seq)):
-            raise OutOfOrderSequenceError(
-                f"Out of order sequence number for producer {self.producer_id} at offset "
-                f"{offset} in partition {self.partition}: {first_seq} (incoming seq. number), "
-                f"{last_seq} (current end sequence number)",
-                producer_id=self.producer_id, offset=offset)
-
-    def _check_coordinator_epoch(self, marker: EndTransactionMarker, offset: int) -> None:
-        if self._updated.coordinator_epoch > marker.coordinator_epoch:
-            message = (f"Invalid coordinator epoch for producerId {self.producer_id} at offset "
-                       f"{offset} in partition {self.partition}: {marker.coordinator_epoch} "
-                       f"(zombie), {self._updated.coordinator_epoch} (current)")
-            if self.origin is AppendOrigin.REPLICATION:
-                logger.info(message)
-            else:
-                raise TransactionCoordinatorFencedError(message, producer_id=self.producer_id,
-                                                        offset=offset)
-
-    # ---- appends
-    def append(self, header: BatchHeader, *, marker: EndTransactionMarker | None = None,
-               marker_timestamp: int | None = None,
-               first_offset_metadata: LogOffsetMetadata | None = None,
-               base_offset: int | None = None,
-               transaction_version: int = 0) -> CompletedTxn | None:
-        """``ProducerAppendInfo.append(RecordBatch, ...)`` for one v2 batch of this producer.
-
-        ``header.base_offset`` must be the batch's absolute offset (``base_offset`` overrides
-        it, e.g. before the Log patches the bytes). A control batch needs its decoded ``marker``
-        (see :func:`read_txn_marker`) and the marker record's timestamp (default: the batch's
-        max timestamp, which is the record's for a one-record batch); a control batch with no
-        records (left by the cleaner) changes nothing. Returns the transaction a COMMIT/ABORT
-        marker completes, if it was non-empty."""
-        if header.producer_id != self.producer_id:
-            raise ValueError(f"batch of producer {header.producer_id} given to the append info "
-                             f"of producer {self.producer_id}")
-        first = header.base_offset if base_offset is None else base_offset
-        last = first + header.last_offset_delta
-        if header.is_control:
-            if marker is None:
-                if header.records_count == 0:
-                    # the whole transaction was cleaned from the log: nothing to do
-                    return None
-                raise ValueError(f"the control batch at offset {first} needs its decoded "
-                                 "end-transaction marker")
-            timestamp = header.max_timestamp if marker_timestamp is None else marker_timestamp
-            return self.append_end_txn_marker(marker, header.producer_epoch, first, timestamp,
-                                              transaction_version=transaction_version)
-        if first_offset_metadata is None:
-            first_offset_metadata = LogOffsetMetadata(first)
-        elif first_offset_metadata.message_offset != first:
-            raise ValueError(f"first offset metadata {first_offset_metadata} does not describe the "
-                             f"batch at offset {first}")
-        self.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
-                               header.max_timestamp, first_offset_metadata, last,
-                               header.is_transactional)
-        return None
-
-    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, last_timestamp: int,
-                          first_offset: LogOffsetMetadata | int, last_offset: int,
-                          is_transactional: bool) -> None:
-        """``appendDataBatch``: validate (epoch always unless replicating, sequence for client
-        appends only), record the batch and open a transaction on its first batch."""
-        if isinstance(first_offset, int):
-            first_offset = LogOffsetMetadata(first_offset)
-        offset = first_offset.message_offset
-        self._check_producer_epoch(epoch, offset, None)
-        if self.origin is AppendOrigin.CLIENT:
-            self._check_sequence(epoch, first_seq, offset)
-        self._updated.add_batch(epoch, last_seq, last_offset, last_offset - offset, last_timestamp)
-        txn_first = self._updated.current_txn_first_offset
-        if txn_first is not None and not is_transactional:
-            raise InvalidTxnStateError(
-                f"Expected transactional write from producer {self.producer_id} at offset "
-                f"{offset} in partition {self.partition}: its transaction from offset "
-                f"{txn_first} is still open", producer_id=self.producer_id, offset=offset)
-        if txn_first is None and is_transactional:
-            self._updated.current_txn_first_offset = offset
-            self._transactions.append(TxnMetadata(self.producer_id, first_offset))
-
-    def append_end_txn_marker(self, marker: EndTransactionMarker, producer_epoch: int,
-                              offset: int, timestamp: int, *,
-                              transaction_version: int = 0) -> CompletedTxn | None:
-        """``appendEndTxnMarker``: fence on producer epoch (``transaction_version`` 0/1: the
-        marker epoch may equal the current one; 2: it must be higher, except an idempotent
-        retry after the transaction completed) and coordinator epoch, then close the open
-        transaction. Markers of empty transactions complete nothing."""
-        # followers validate as TV0: the leader already applied the stricter rule
-        tv = 0 if self.origin is AppendOrigin.REPLICATION else transaction_version
-        self._check_producer_epoch(producer_epoch, offset, tv)
-        self._check_coordinator_epoch(marker, offset)
-        txn_first = self._updated.current_txn_first_offset
-        completed = None
-        if txn_first is not None:
-            completed = CompletedTxn(self.producer_id, txn_first, offset,
-                                     marker.control_type is ControlRecordType.ABORT)
-        self._updated.end_transaction(producer_epoch, marker.coordinator_epoch, timestamp)
-        return completed
-
-    def to_entry(self) -> ProducerStateEntry:
-        """The producer's entry as it would be after this append (``toEntry``)."""
-        return self._updated
-
-    @property
-    def started_transactions(self) -> list[TxnMetadata]:
-        return list(self._transactions)
-
-    def __repr__(self) -> str:
-        u = self._updated
-        return (f"ProducerAppendInfo(producer_id={self.producer_id}, "
-                f"producer_epoch={u.producer_epoch}, first_sequence={u.first_seq}, "
-                f"last_sequence={u.last_seq}, current_txn_first_offset="
-                f"{u.current_txn_first_offset}, coordinator_epoch={u.coordinator_epoch}, "
-                f"last_timestamp={u.last_timestamp}, started_transactions={self._transactions})")
-
-
-@dataclass(slots=True)
-class PendingAppend:
-    """What :meth:`ProducerStateManager.analyze_append` found (``analyzeAndValidateProducerState``):
-    one append info per producer, the transactions the markers complete, and the duplicate batch
-    if the append is a client retry (then nothing else is filled in and nothing is written)."""
-
-    producers: dict[int, ProducerAppendInfo] = field(default_factory=dict)
-    completed_txns: list[CompletedTxn] = field(default_factory=list)
-    duplicate: BatchMetadata | None = None
-
-
-def read_txn_marker(buf: Buffer, info: BatchInfo) -> tuple[EndTransactionMarker, int] | None:
-    """The end-transaction marker of the control batch ``info`` in ``buf`` and the marker
-    record's timestamp, or None for a control batch without records (cleaned). Raises
-    ``CorruptRecordError`` for a control batch that is not a COMMIT/ABORT marker."""
-    h = info.header
-    if h is None or not h.is_control:
-        raise ValueError(f"the batch at position {info.position} is not a v2 control batch")
-    if h.records_count == 0:
-        return None
-    records = batch_records(buf, info)
-    if not records:
-        return None
-    rec = records[0]
-    try:
-        marker = EndTransactionMarker.deserialize(rec.key, rec.value)
-    except ValueError as e:
-        raise CorruptRecordError(f"Control batch of producer {h.producer_id} is not an end "
-                                 f"transaction marker: {e}", position=info.position,
-                                 offset=h.base_offset) from e
-    return marker, rec.timestamp
 
 
 # ----------------------------------------------------------------------------- sorted maps
@@ -627,8 +156,8 @@ class _OffsetMap(Generic[V]):
 # ---------------------------------------------------------------------- ProducerStateManager
 
 class ProducerStateManager:
-    """``ProducerStateManager`` of one partition directory (see the module docstring for how
-    the Log drives it)."""
+    """``ProducerStateManager`` of one partition directory (the module docstring says how
+    ``Log`` drives it)."""
 
     def __init__(self, partition_dir: str | os.PathLike[str], *,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -818,7 +347,7 @@ class ProducerStateManager:
                           completed_txn.last_offset, self.last_stable_offset(completed_txn))
 
     def last_stable_offset(self, completed_txn: CompletedTxn) -> int:
-        """``lastStableOffset(CompletedTxn)`` (kafka_format.md §10): the first offset of the
+        """``ProducerStateManager.lastStableOffset(CompletedTxn)``: the first offset of the
         earliest open transaction of another producer, else the marker offset + 1."""
         for txn in self._ongoing.values():
             if txn.producer_id != completed_txn.producer_id:
@@ -998,8 +527,8 @@ class ProducerStateManager:
                 logger.warning("Failed to load producer snapshot from '%s': %s", path, e)
                 self._remove_and_delete_snapshot(offset)
                 continue
-            for e in entries:
-                entry = ProducerStateEntry.from_snapshot_entry(e)
+            for snapshot_entry in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(snapshot_entry)
                 if not self._is_expired(now_ms, entry):
                     self.load_producer_entry(entry)
             self._last_snap_offset = self._last_map_offset = offset

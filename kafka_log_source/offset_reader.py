@@ -1,0 +1,112 @@
+"""Offset resolution on the driver (Spark's ``KafkaOffsetReaderAdmin``): option limits
+(earliest, latest, specific offsets, timestamps) turned into offsets of the partitions that exist
+now, and offset ranges into input partitions (``KafkaOffsetRangeCalculator``). Used by the batch
+and the streaming readers alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from storage_core.errors import InvalidConfigError
+
+from . import catalog
+from .offsets import EARLIEST, LATEST, OffsetRange, TopicPartition, split_ranges
+from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
+                      SourceOptions)
+from .reader import KafkaLogInputPartition
+
+
+def tp_set(tps: Iterable[TopicPartition]) -> str:
+    """Partitions as Spark's Kafka source prints a set of them in its errors."""
+    return "Set(" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + ")"
+
+
+class Resolver:
+    """Turns option limits into offsets for the partitions that exist now."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> dict[TopicPartition, Path]:
+        return catalog.assigned(self.opts.strategy, self.opts.path)
+
+    def info(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, catalog.PartitionInfo]:
+        return {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
+
+    def resolve(self, limit: OffsetLimit, dirs: dict[TopicPartition, Path],
+                infos: dict[TopicPartition, catalog.PartitionInfo], *, starting: bool,
+                streaming: bool = False, keep_latest: bool = False) -> dict[TopicPartition, int]:
+        """Concrete offsets for every partition of ``dirs`` (``KafkaOffsetReaderAdmin``'s
+        fetchEarliest/Latest/Specific/Timestamp-based offsets); ``keep_latest`` leaves -1
+        (latest) unresolved."""
+        if isinstance(limit, Earliest):
+            return {tp: infos[tp].earliest for tp in dirs}
+        if isinstance(limit, Latest):
+            return {tp: infos[tp].latest for tp in dirs}
+        if isinstance(limit, ByOffsets):
+            wanted = limit.offsets.resolve(list(dirs))
+            if set(wanted) != set(dirs) and streaming:
+                raise InvalidConfigError(
+                    "If startingOffsets contains specific offsets, you must specify all "
+                    "TopicPartitions.\nUse -1 for latest, -2 for earliest, if you don't care.\n"
+                    f"Specified: {tp_set(wanted)} Assigned: {tp_set(dirs)}")
+            if set(wanted) != set(dirs):
+                which = "start" if starting else "end"
+                raise InvalidConfigError(
+                    f"Partitions specified for Kafka {which} offsets don't match what are "
+                    f"assigned. Maybe topic partitions are created or deleted while the query is "
+                    f"running. Use -1 for latest, -2 for earliest. Specified: "
+                    f"{tp_set(wanted)} Assigned: {tp_set(dirs)}")
+            return {tp: (infos[tp].earliest if off == EARLIEST else
+                         off if off == LATEST and keep_latest else
+                         infos[tp].latest if off == LATEST else off)
+                    for tp, off in sorted(wanted.items())}
+        if isinstance(limit, ByTimestamps):
+            if set(limit.timestamps) != set(dirs):
+                which = "start" if starting else "end"
+                raise InvalidConfigError(
+                    f"Partitions specified for Kafka timestamp based {which} offsets don't match "
+                    f"what are assigned. Maybe topic partitions are created or deleted while the "
+                    f"query is running, or you didn't specify all the partitions. Specified: "
+                    f"{tp_set(limit.timestamps)} Assigned: {tp_set(dirs)}")
+            stamps = limit.timestamps
+        else:
+            assert isinstance(limit, ByGlobalTimestamp)
+            stamps = {tp: limit.timestamp for tp in dirs}
+        out = {}
+        for tp in dirs:
+            found = catalog.offset_for_timestamp(dirs[tp], stamps[tp])
+            if found is not None:
+                # a timestamp found past the last stable offset is not visible yet
+                out[tp] = min(found, infos[tp].latest)
+            elif not starting or self.opts.starting_by_timestamp_strategy == "latest":
+                out[tp] = infos[tp].latest
+            else:
+                raise InvalidConfigError(
+                    f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and "
+                    f"timestamp {stamps[tp]}.")
+        return out
+
+    def input_partitions(self, ranges: list[OffsetRange],
+                         infos: dict[TopicPartition, catalog.PartitionInfo],
+                         dirs: dict[TopicPartition, Path]) -> list[KafkaLogInputPartition]:
+        o = self.opts
+        bounds = {tp: (info.earliest, info.latest) for tp, info in infos.items()}
+        kept = [r for r in ranges if r.start < 0 or r.end < 0 or r.end > r.start]
+        pieces = split_ranges(kept, min_partitions=o.min_partitions,
+                              max_records_per_partition=o.max_records_per_partition,
+                              bounds=bounds)
+        out = []
+        for r in pieces:
+            tp = (r.topic, r.partition)
+            info = infos[tp]
+            late = r.start < 0 or r.end < 0           # resolved by the task (late binding)
+            out.append(KafkaLogInputPartition(
+                topic=r.topic, partition=r.partition, path=str(dirs[tp]), start=r.start,
+                end=r.end, segments=() if late else
+                catalog.segments_for(info, max(r.start, info.earliest), r.end),
+                earliest=info.earliest, isolation=o.isolation_level,
+                include_headers=o.include_headers, fail_on_data_loss=o.fail_on_data_loss,
+                max_bytes=o.max_bytes_per_fetch))
+        return out
