@@ -26,7 +26,9 @@ import logging
 import os
 import secrets
 import threading
+import uuid
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +58,7 @@ def remote_index_file_prefix(metadata: RemoteLogSegmentMetadata) -> str:
     return f"{metadata.start_offset}_{topic_id_to_str(metadata.remote_log_segment_id.id)}"
 
 
-def _parse_prefix(prefix: str) -> tuple[int, object] | None:
+def _parse_prefix(prefix: str) -> tuple[int, uuid.UUID] | None:
     """(start offset, segment uuid) of ``<offset>_<id>``, None for a name that is not one (the
     offset has no ``_``: the first one separates; the id may contain ``_`` or start with ``-``)."""
     offset, sep, sid = prefix.partition("_")
@@ -166,8 +168,8 @@ class RemoteIndexCache:
         self.max_size_bytes = max_size_bytes
         self.max_open_entries = max_open_entries
         self._lock = threading.RLock()
-        self._entries: OrderedDict[object, Entry] = OrderedDict()     # least recently used first
-        self._open: OrderedDict[object, Entry] = OrderedDict()
+        self._entries: OrderedDict[uuid.UUID, Entry] = OrderedDict()     # least recently used first
+        self._open: OrderedDict[uuid.UUID, Entry] = OrderedDict()
         self._size = 0
         self._closed = False
         self.fetches = 0                    # index files fetched through the RSM since start
@@ -186,15 +188,15 @@ class RemoteIndexCache:
         three files exist and pass their sanity checks, remove the files of the others."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         groups: dict[str, set[str]] = {}
-        for entry in os.scandir(self.cache_dir):
-            name = entry.name
+        for dirent in os.scandir(self.cache_dir):
+            name = dirent.name
             if name.endswith((TMP_FILE_SUFFIX, DELETED_FILE_SUFFIX)):
-                Path(entry.path).unlink(missing_ok=True)
-                logger.debug("Deleted %s on cache initialization", entry.path)
+                Path(dirent.path).unlink(missing_ok=True)
+                logger.debug("Deleted %s on cache initialization", dirent.path)
                 continue
             prefix, dot, suffix = name.partition(".")
             if not dot or "." + suffix not in _SUFFIXES or _parse_prefix(prefix) is None \
-                    or not entry.is_file(follow_symlinks=False):
+                    or not dirent.is_file(follow_symlinks=False):
                 logger.warning("Ignoring %s in %s: not a remote index cache file", name, self.cache_dir)
                 continue
             groups.setdefault(prefix, set()).add("." + suffix)
@@ -318,20 +320,20 @@ class RemoteIndexCache:
             key, entry = self._entries.popitem(last=False)
             self._drop(key, entry)
 
-    def _drop(self, key, entry: Entry) -> None:
+    def _drop(self, key: uuid.UUID, entry: Entry) -> None:
         self._open.pop(key, None)
         self._size -= entry.size_bytes
         entry.cleanup()
         logger.debug("Evicted the cached indexes %s", entry.prefix.name)
 
-    def remove(self, segment_id) -> None:
+    def remove(self, segment_id: uuid.UUID) -> None:
         """Forget a segment (deleted remotely): its files are removed."""
         with self._lock:
             entry = self._entries.pop(segment_id, None)
             if entry is not None:
                 self._drop(segment_id, entry)
 
-    def remove_all(self, segment_ids) -> None:
+    def remove_all(self, segment_ids: Iterable[uuid.UUID]) -> None:
         for segment_id in segment_ids:
             self.remove(segment_id)
 
@@ -349,7 +351,7 @@ class RemoteIndexCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, segment_id) -> bool:
+    def __contains__(self, segment_id: object) -> bool:
         return segment_id in self._entries
 
     def close(self) -> None:
@@ -365,5 +367,5 @@ class RemoteIndexCache:
     def __enter__(self) -> "RemoteIndexCache":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

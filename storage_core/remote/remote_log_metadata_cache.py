@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import InvalidRemoteLogMetadataError, RemoteResourceNotFoundError
-from .metadata import (RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
+from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
                        RemoteLogSegmentState, RemotePartitionDeleteMetadata, RemotePartitionDeleteState,
                        TopicIdPartition)
 
@@ -70,7 +70,8 @@ class RemoteLogLeaderEpochState:
     def copy_segment_finished(self, start_offset: int, segment_id: RemoteLogSegmentId, epoch_end: int) -> None:
         # a new leader's copy covering what an earlier copy of this epoch held (a leader that
         # lagged in tiering): the entries it supersedes become unreferenced
-        while self.starts and self.starts[-1] >= start_offset and self.highest_log_offset <= epoch_end:
+        while self.starts and self.starts[-1] >= start_offset and self.highest_log_offset is not None \
+                and self.highest_log_offset <= epoch_end:
             self.unreferenced.add(self._remove(self.starts[-1]))
         if start_offset in self.offset_to_id:
             self.unreferenced.add(self._remove(start_offset))
@@ -179,7 +180,7 @@ class RemoteLogMetadataCache:
                 f"{_STARTED.name} but it contains state as: {metadata.state.name}")
         segment_id = metadata.remote_log_segment_id
         existing = self.id_to_segment_metadata.get(segment_id)
-        if not self._check_transition(existing and existing.state, _STARTED, segment_id):
+        if not self._check_transition(existing.state if existing else None, _STARTED, segment_id):
             return
         for epoch, _ in metadata.segment_leader_epochs:
             self._epoch(epoch).copy_segment_started(segment_id)
@@ -241,7 +242,7 @@ class RemotePartitionMetadataStore:
     def clear_topic_partition(self, tip: TopicIdPartition) -> None:
         self.caches.pop(tip, None)
 
-    def handle(self, event) -> None:
+    def handle(self, event: RemoteLogMetadata) -> None:
         """Apply one decoded record (``RemotePartitionMetadataEventHandler.handleRemoteLogMetadata``)."""
         if isinstance(event, RemoteLogSegmentMetadata):
             cache = self.caches.get(event.topic_id_partition)

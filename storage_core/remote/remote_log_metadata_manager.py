@@ -44,10 +44,11 @@ from ..config import LogConfig
 from ..errors import (InvalidConfigError, InvalidRemoteLogMetadataError, KafkaLogError,
                       RemoteResourceNotFoundError)
 from ..log import Log
-from .metadata import (RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
-                       RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition)
+from .metadata import (RemoteLogMetadata, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
+                       RemoteLogSegmentState, RemotePartitionDeleteMetadata, RemotePartitionDeleteState,
+                       TopicIdPartition)
 from .metadata_serde import deserialize, serialize
-from .remote_log_metadata_cache import RemotePartitionMetadataStore
+from .remote_log_metadata_cache import RemoteLogMetadataCache, RemotePartitionMetadataStore
 from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS, REMOTE_LOG_METADATA_TOPIC_NAME,
                                 RemoteLogMetadataTopicPartitioner)
 
@@ -148,8 +149,9 @@ class TopicBasedRemoteLogMetadataManagerConfig:
             except ValueError:
                 raise InvalidConfigError(f"{key} must be an integer, not {raw!r}") from None
 
+        retention = integer(REMOTE_LOG_METADATA_TOPIC_RETENTION_MS_PROP, None)
         return cls(Path(str(configs["log.dir"])), integer(REMOTE_LOG_METADATA_TOPIC_PARTITIONS_PROP, None),
-                   integer(REMOTE_LOG_METADATA_TOPIC_RETENTION_MS_PROP, DEFAULT_REMOTE_LOG_METADATA_TOPIC_RETENTION_MS))
+                   DEFAULT_REMOTE_LOG_METADATA_TOPIC_RETENTION_MS if retention is None else retention)
 
     @classmethod
     def from_broker_properties(cls, properties: Mapping[str, object]) -> "TopicBasedRemoteLogMetadataManagerConfig":
@@ -252,7 +254,7 @@ class TopicBasedRemoteLogMetadataManager:
             log = self._writers[partition] = Log.open(self._dirs[partition], self._log_config)
         return log
 
-    def _publish(self, tip: TopicIdPartition, event) -> None:
+    def _publish(self, tip: TopicIdPartition, event: RemoteLogMetadata) -> None:
         """``ProducerManager.publishMessage``: append (null key), fsync, then read it back."""
         if self.read_only:
             raise KafkaLogError(f"The remote log metadata manager of {self.log_dir} is read-only: cannot write "
@@ -334,7 +336,7 @@ class TopicBasedRemoteLogMetadataManager:
             for tip in added:
                 self._store.mark_initialized(tip)
 
-    def _cache(self, tip: TopicIdPartition):
+    def _cache(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
         self._check_open()
         self._follow([tip])
         return self._store.cache(tip)
@@ -388,9 +390,10 @@ class TopicBasedRemoteLogMetadataManager:
         with self._lock:
             self._cache(metadata.topic_id_partition)
             existing = self._store.partition_delete_metadata.get(metadata.topic_id_partition)
-            if not RemotePartitionDeleteState.is_valid_transition(existing and existing.state, metadata.state):
+            current = existing.state if existing else None
+            if not RemotePartitionDeleteState.is_valid_transition(current, metadata.state):
                 raise InvalidRemoteLogMetadataError(
-                    f"Current state: {existing and existing.state.name} can not be transitioned to target state: "
+                    f"Current state: {current and current.name} can not be transitioned to target state: "
                     f"{metadata.state.name} for partition {metadata.topic_id_partition}")
             self._publish(metadata.topic_id_partition, metadata)
 
@@ -462,7 +465,7 @@ class TopicBasedRemoteLogMetadataManager:
     def __enter__(self) -> "TopicBasedRemoteLogMetadataManager":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
