@@ -282,6 +282,30 @@ def test_cache_is_bounded_in_bytes_and_evicts_the_least_recently_used(remote, tm
     assert cached_prefixes() == {remote_index_file_prefix(mds[3])}
 
 
+def test_only_the_most_recently_used_entries_hold_files_open(remote, tmp_path):
+    _, rsm, mds = remote
+    cache = RemoteIndexCache(rsm, tmp_path, max_open_entries=1)
+
+    def open_cache_files() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                count += "remote-log-index-cache" in os.readlink(f"/proc/self/fd/{fd}")
+            except FileNotFoundError:
+                pass                                # the listing's own descriptor, closed since
+        return count
+
+    for md in mds:
+        cache.lookup_offset(md, md.end_offset)
+        assert open_cache_files() <= 3              # one entry: its offset, time (and txn) index
+    assert len(cache) == len(mds)
+    # a closed entry opens again on use
+    assert cache.lookup_offset(mds[0], mds[0].end_offset) == cache.get_index_entry(mds[0]).lookup_offset(
+        mds[0].end_offset).position
+    cache.close()
+    assert open_cache_files() == 0
+
+
 def test_torn_entries_are_ignored_and_fetched_again(remote, tmp_path):
     """Fault injection first (what a kill or a crash can leave: a .tmp file, a set missing a
     file, a .deleted file, an index whose length is not whole entries), then real SIGKILLs of a

@@ -554,3 +554,28 @@ def test_writer_killed_mid_update_then_rebuild_gives_the_last_durable_state(tmp_
     finally:
         m.close()
     assert manager_view(reader(tmp_path)) == store_view(fold(ops[:applied + 10]))
+
+
+# ------------------------------------------------------------------------------ configuration
+
+def test_configured_as_kafka_configures_the_plugin(tmp_path):
+    from storage_core.remote import TopicBasedRemoteLogMetadataManagerConfig as Config
+    config = Config.from_broker_properties({
+        "log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "rlmm.config.remote.log.metadata.topic.num.partitions": "7",
+        "rlmm.config.remote.log.metadata.topic.retention.ms": "-1", "remote.log.metadata.topic.num.partitions": "9"})
+    assert (config.log_dir, config.num_metadata_topic_partitions, config.retention_ms) == (tmp_path / "a", 7, -1)
+    custom = Config.from_broker_properties({"remote.log.metadata.manager.impl.prefix": "x.", "log.dir": str(tmp_path),
+                                            "x.remote.log.metadata.topic.num.partitions": "2"})
+    assert custom.num_metadata_topic_partitions == 2
+    with writer(tmp_path / "a", partitions=7):
+        pass
+    assert len(list((tmp_path / "a").glob(f"{REMOTE_LOG_METADATA_TOPIC_NAME}-*"))) == 7
+    for bad, key in (({}, "log.dir"),
+                     ({"log.dir": "d", "remote.log.metadata.topic.num.partitions": "x"},
+                      "remote.log.metadata.topic.num.partitions"),
+                     ({"log.dir": "d", "remote.log.metadata.topic.num.partitions": "0"},
+                      "remote.log.metadata.topic.num.partitions"),
+                     ({"log.dir": "d", "remote.log.metadata.topic.retention.ms": "-5"},
+                      "remote.log.metadata.topic.retention.ms")):
+        with pytest.raises(InvalidConfigError, match=key):
+            Config.from_configs(bad)
