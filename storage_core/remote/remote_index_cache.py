@@ -270,7 +270,11 @@ class RemoteIndexCache:
             entry.close()
             for index_type, path in zip(kinds, entry.paths):
                 self._fetch_file(metadata, index_type, path)
-            _sanity_check(entry)
+            try:
+                _sanity_check(entry)
+            except CorruptIndexError:
+                entry.close()
+                raise
         entry.size_bytes = sum(p.stat().st_size for p in entry.paths)
         return entry
 
