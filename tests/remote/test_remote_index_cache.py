@@ -290,7 +290,7 @@ def test_only_the_most_recently_used_entries_hold_files_open(remote, tmp_path):
         count = 0
         for fd in os.listdir("/proc/self/fd"):
             try:
-                count += "remote-log-index-cache" in os.readlink(f"/proc/self/fd/{fd}")
+                count += os.readlink(f"/proc/self/fd/{fd}").startswith(str(cache.cache_dir))
             except FileNotFoundError:
                 pass                                # the listing's own descriptor, closed since
         return count
