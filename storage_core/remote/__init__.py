@@ -1,6 +1,8 @@
 """Tiered storage (KIP-405): Kafka's remote log metadata, its ``__remote_log_metadata`` record
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
-``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout."""
+``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
+the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
+``__remote_log_metadata`` topic, and the ``RemoteIndexCache``."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
@@ -15,19 +17,29 @@ from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX, In
                               RemoteLogSegmentFileType, RemoteStorageManager,
                               REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP, ROOT_STORAGE_DIR_NAME,
                               partition_dir_name, segment_file_name)
+from .remote_index_cache import (DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES, RemoteIndexCache,
+                                 remote_index_file_prefix)
+from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMetadataCache,
+                                        RemotePartitionMetadataStore)
+from .remote_log_metadata_manager import (RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager,
+                                          TopicBasedRemoteLogMetadataManagerConfig)
 from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
                                 REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogMetadataTopicPartitioner)
 
 __all__ = [
-    "API_KEY_NAMES", "CorruptRemoteLogMetadataError", "DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS",
+    "API_KEY_NAMES", "CorruptRemoteLogMetadataError", "DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES",
+    "DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS",
     "DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX", "IndexType", "InvalidRemoteLogMetadataError",
     "LogSegmentData", "PyArrowRemoteStorageManager", "REMOTE_LOG_METADATA_TOPIC_NAME",
     "REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP", "ROOT_STORAGE_DIR_NAME", "RemoteInputStream",
-    "RemoteLogMetadata", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
+    "RemoteIndexCache", "RemoteLogLeaderEpochState", "RemoteLogMetadata", "RemoteLogMetadataCache",
+    "RemoteLogMetadataManager", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
+    "RemotePartitionMetadataStore",
     "RemoteLogSegmentFileType", "RemoteLogSegmentId", "RemoteLogSegmentMetadata",
     "RemoteLogSegmentMetadataSnapshot", "RemoteLogSegmentMetadataUpdate", "RemoteLogSegmentState",
     "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemotePositionError",
     "RemoteResourceNotFoundError",
-    "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicIdPartition",
-    "deserialize", "partition_dir_name", "segment_file_name", "serialize",
+    "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicBasedRemoteLogMetadataManager",
+    "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition",
+    "deserialize", "partition_dir_name", "remote_index_file_prefix", "segment_file_name", "serialize",
 ]

@@ -1,0 +1,163 @@
+"""A real broker's tiered topic read without the broker: a single-node KRaft Apache Kafka broker
+(tests/interop's LocalBroker, Maven Central's jars) with remote storage on Kafka's own
+``LocalTieredStorage`` tiers a topic; then, from its log directory alone, the read-only
+TopicBasedRemoteLogMetadataManager folds the broker's ``__remote_log_metadata`` partitions (its
+producer's idempotent batches) into the same events Kafka's DumpLogSegments decodes there, every
+finished copy's objects are where LocalTieredStorage put them, lookups by epoch and offset land
+in the right copy, and the RemoteIndexCache over those objects points reads at the right batch."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+
+from storage_core.checkpoint import PartitionMetadataFile
+from storage_core.format import decode_batches
+from storage_core.log import Log
+from storage_core.remote import (REMOTE_LOG_METADATA_TOPIC_NAME, PyArrowRemoteStorageManager, RemoteIndexCache,
+                                 RemoteLogSegmentFileType, RemoteLogSegmentState, TopicBasedRemoteLogMetadataManager,
+                                 TopicIdPartition, deserialize)
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HERE = Path(__file__).resolve().parent
+interop = _load("kafkalog_interop_broker", HERE.parent / "interop" / "conftest.py")
+dump = _load("kafkalog_rlmm_interop", HERE / "test_remote_log_metadata_interop.py")
+
+TOPIC = "tieredTopic"
+PARTITIONS = 2
+METADATA_PARTITIONS = 3
+SEGMENT_BYTES = 1 << 20             # the smallest segment.bytes Kafka 4 accepts
+WAIT = 180.0                        # seconds the broker may take to tier (a copy task runs every 500 ms)
+
+
+class TieredBroker(interop.LocalBroker):
+    """LocalBroker with remote storage: LocalTieredStorage (kafka-storage's test fixtures) under
+    ``<workdir>/remote``, the default topic-based RLMM, short task intervals."""
+
+    def __init__(self, workdir: Path, rsm_jar: Path) -> None:
+        self.rsm_jar = rsm_jar
+        self.remote_dir = Path(workdir) / "remote"
+        super().__init__(workdir)
+
+    def _write_properties(self) -> None:
+        super()._write_properties()
+        with open(self.properties, "a") as f:
+            f.write(f"""\
+remote.log.storage.system.enable=true
+remote.log.storage.manager.class.name=org.apache.kafka.server.log.remote.storage.LocalTieredStorage
+remote.log.storage.manager.class.path={self.rsm_jar}
+rsm.config.dir={self.remote_dir}
+remote.log.metadata.manager.listener.name=PLAINTEXT
+rlmm.config.remote.log.metadata.topic.replication.factor=1
+rlmm.config.remote.log.metadata.topic.min.isr=1
+rlmm.config.remote.log.metadata.topic.num.partitions={METADATA_PARTITIONS}
+remote.log.manager.task.interval.ms=500
+""")
+
+
+@pytest.fixture(scope="module")
+def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
+    """The broker's log dir and LocalTieredStorage folder once it copied segments of both
+    partitions, stopped cleanly."""
+    jar = next(Path(local_tiered_storage_classpath.split(":")[0].rstrip("*")).glob("kafka-storage-*test*.jar"))
+    broker = TieredBroker(tmp_path_factory.mktemp("tiered-broker"), jar)
+    try:
+        broker.start()
+        broker.tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", broker.bootstrap, "--create",
+                    "--topic", TOPIC, "--partitions", str(PARTITIONS), "--replication-factor", "1",
+                    "--config", "remote.storage.enable=true", "--config", f"segment.bytes={SEGMENT_BYTES}",
+                    "--config", "local.retention.ms=1000", "--config", "retention.ms=-1")
+        # ~5 MiB over two partitions: two rolled segments or more each
+        broker.tool("org.apache.kafka.tools.ProducerPerformance", "--topic", TOPIC, "--num-records", "5000",
+                    "--record-size", "1000", "--throughput", "-1", "--producer-props",
+                    f"bootstrap.servers={broker.bootstrap}", "acks=all", "batch.size=65536", "linger.ms=5",
+                    timeout=300)
+        deadline = time.monotonic() + WAIT
+        while True:
+            with TopicBasedRemoteLogMetadataManager({"log.dir": str(broker.log_dir)}, read_only=True) as m:
+                finished = [sum(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                                for s in m.list_remote_log_segments(tip))
+                            for tip in tips(broker.log_dir)] if _has_topic(broker.log_dir) else []
+            if len(finished) == PARTITIONS and min(finished) >= 2:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the broker tiered {finished} segments within {WAIT:.0f} s\n{broker.log_tail()}")
+            time.sleep(0.5)
+        broker.stop()
+        yield broker
+    finally:
+        broker.remove()
+
+
+def _has_topic(log_dir: Path) -> bool:
+    return all((log_dir / f"{TOPIC}-{p}" / "partition.metadata").exists() for p in range(PARTITIONS)) \
+        and (log_dir / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").is_dir()
+
+
+def tips(log_dir: Path) -> list[TopicIdPartition]:
+    return [TopicIdPartition(PartitionMetadataFile(log_dir / f"{TOPIC}-{p}").read(), (TOPIC, p))
+            for p in range(PARTITIONS)]
+
+
+def test_brokers_metadata_topic_folds_to_what_kafka_decodes_and_what_its_rsm_holds(tiered_broker):
+    log_dir = tiered_broker.log_dir
+    m = TopicBasedRemoteLogMetadataManager({"log.dir": str(log_dir)}, read_only=True)
+    assert m.partitioner.num_metadata_topic_partitions == METADATA_PARTITIONS
+    # every record the broker wrote, decoded by us, is what Kafka's DumpLogSegments prints
+    files, events = [], []
+    for n in range(METADATA_PARTITIONS):
+        directory = log_dir / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{n}"
+        with Log.open(directory, read_only=True) as log:
+            table = log.read(0, max_bytes=1 << 30)
+            ours = [deserialize(v) for v in table.column("value").to_pylist()]
+            assert table.column("key").null_count == table.num_rows                  # null keys
+            # the broker's RLMM producer is idempotent: every batch carries a producer id
+            assert all(pid >= 0 for pid in table.column("producerId").to_pylist())
+        segments = sorted(directory.glob("*.log"))
+        if ours:
+            files.extend(segments)
+            events.append((segments, [dump.kafka_to_string(e) for e in ours]))
+    done = tiered_broker.dump_log_segments("--remote-log-metadata-decoder", "--print-data-log", "--files",
+                                           ",".join(map(str, files)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    payloads = [line.split(" payload: ", 1)[1] for line in done.stdout.splitlines() if " payload: " in line]
+    assert len(events) >= 1 and payloads == [p for _, expected in events for p in expected]
+
+    rsm = PyArrowRemoteStorageManager({"dir": str(tiered_broker.remote_dir)})
+    for tip in tips(log_dir):
+        segments = sorted(m.list_remote_log_segments(tip), key=lambda s: s.start_offset)
+        finished = [s for s in segments if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+        assert len(finished) >= 2
+        for s in segments:
+            if s.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:       # a copy cut short by the stop
+                assert m.remote_log_segment_metadata(tip, s.segment_leader_epochs[0][0], s.start_offset) != s
+        for s in finished:
+            # the objects LocalTieredStorage wrote, where and as large as the metadata says
+            path = Path(rsm.object_path(s, RemoteLogSegmentFileType.SEGMENT))
+            assert path.stat().st_size == s.segment_size_in_bytes
+            for epoch, first in s.segment_leader_epochs:
+                for offset in (first, s.end_offset):
+                    assert m.remote_log_segment_metadata(tip, epoch, offset) == s
+        assert m.highest_offset_for_epoch(tip, finished[-1].segment_leader_epochs[-1][0]) == finished[-1].end_offset
+        assert m.remote_log_segment_metadata(tip, 0, finished[-1].end_offset + 10**9) is None
+        # the index cache over the broker's objects points a read at the batch holding the offset
+        cache = RemoteIndexCache(rsm, log_dir.parent / "kafkalog-data")
+        for s in finished:
+            target = (s.start_offset + s.end_offset) // 2
+            position = cache.lookup_offset(s, target)
+            end = min(s.segment_size_in_bytes - 1, position + (256 << 10))
+            with rsm.fetch_log_segment(s, position, end) as stream:
+                offsets = decode_batches(stream.read(end - position + 1)).column("offset").to_pylist()
+            assert offsets[0] <= target <= offsets[-1]
+        cache.close()
+
