@@ -12,7 +12,6 @@ for a second writer); any number may read it, also while it is appended to, roll
 
 from __future__ import annotations
 
-import bisect
 import fcntl
 import logging
 import os
@@ -28,30 +27,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..common import wall_ms
 from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
                           topic_id_to_str, validate_topic_name, without_invalid_topics)
-from ..config import INT_MAX, LONG_MAX, LogConfig
-from .files import check_partition_dir
+from ..common import INT_MAX, LONG_MAX, wall_ms
+from ..config import LogConfig
 from ..errors import (CorruptRecordError, InconsistentTopicIdError, InvalidConfigError,
-                     InvalidOffsetError, KafkaLogError, LogLockedError, OffsetOutOfRangeError,
-                     OffsetOverflowError, RecordTooLargeError)
+                      InvalidOffsetError, KafkaLogError, LogInvariantError, LogLockedError,
+                      OffsetOutOfRangeError, RecordTooLargeError)
 from ..format import decode_run, empty_table, encode_batches
+from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, HeaderColumn, read_field
 from ..format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
-from ..format.log_input_stream import (BatchArrays, default_max_decompressed,
-                                      scan_batches)
-from ..format.record_batch import LOG_APPEND_TIME, set_max_timestamp
-from .validator import validate_batches
+from ..format.log_input_stream import BatchArrays, default_max_decompressed, scan_batches
+from ..index import AbortedTxn
+from ..producer import AppendOrigin, ProducerStateManager
+from .files import check_partition_dir
+from .loader import LogLoader
+from .local_log import LocalLog
 from .log_metrics import LogMetrics
-from ..index import AbortedTxn, OffsetIndex, TimeIndex
-from ..index.abstract_index import index_file_oversized
-from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, TimestampAndOffset,
-                      offset_from_filename)
-from ..producer import read_snapshot
-from ..producer import AppendOrigin, ProducerStateEntry, ProducerStateManager
+from .segment import LogSegment, TimestampAndOffset
+from .segments import floor_index
+from .validator import assign_batch_offsets, validate_batches
+from .view import LogView, aborted_by_markers
 
 logger = logging.getLogger(__name__)
 
@@ -84,14 +82,6 @@ class FetchResult:
 
     table: pa.Table
     next_offset: int
-
-
-def _patch(buf: bytearray, positions: np.ndarray, at: int, values: np.ndarray, dtype: str) -> None:
-    """Write ``values`` big-endian at ``positions + at`` of ``buf``, all at once (a header
-    field outside the CRC: baseOffset, partitionLeaderEpoch)."""
-    raw = values.astype(dtype).view(np.uint8).reshape(len(values), -1)
-    arr = np.frombuffer(buf, np.uint8)
-    arr[(positions + at)[:, None] + np.arange(raw.shape[1])] = raw
 
 
 def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
@@ -128,7 +118,24 @@ def _max_timestamp_and_offset(max_timestamps: np.ndarray, last_offsets: np.ndarr
 
 
 class Log:
-    """One partition directory. Open with ``Log.open``; close (or use ``with``) when done."""
+    """One partition directory (Kafka's ``UnifiedLog``). Open with ``Log.open``; close (or use
+    ``with``) when done.
+
+    The segments and their files belong to a ``LocalLog`` (``_local``; its ``LogSegments`` is
+    ``_segments``), opening is ``LogLoader``'s, a reader's listing ``LogView``'s; this class
+    keeps the offsets, the producer state and the leader-epoch cache, and decides appends,
+    reads, truncation and retention.
+
+    Thread-safety: one ``RLock`` (``_lock``) guards the segment map, the offsets
+    (``log_start_offset``, ``recovery_point``, the log end offset), the producer state, the
+    pending deletes and the flush counters: every change takes it, and readers take it only to
+    copy the segment list and the bounds, then read the segments' files without it (a segment
+    read is positioned, so it never blocks an append). Across processes one writer holds an
+    ``flock`` on the directory; readers open it ``read_only`` and take no lock.
+
+    Invariant: ``log_start_offset <= recovery_point <= log_end_offset``, checked after load,
+    truncation and segment replacement (``LogInvariantError`` names the directory and all three).
+    """
 
     def __init__(self, directory: Path, config: LogConfig, *, read_only: bool = False,
                  clock: Clock = wall_ms, had_clean_shutdown: bool = False) -> None:
@@ -139,10 +146,9 @@ class Log:
         self.read_only = read_only
         self.clock = clock
         self._lock = threading.RLock()
-        self._dir_fd = -1
-        self._dir_dirty = True      # a file was created, renamed or removed since the last fsync
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self.metrics = LogMetrics()
+        self._local = LocalLog(self.dir, config, clock=clock, metrics=self.metrics)
+        self._segments = self._local.segments       # the one map of base offset -> segment
         self.log_start_offset = 0
         self.recovery_point = 0
         self._log_end_offset = 0
@@ -151,12 +157,8 @@ class Log:
         self._closed = False
         self._force_full_recovery = False
         self._had_clean_shutdown = had_clean_shutdown
-        # segments renamed .deleted, physically removed once file.delete.delay.ms has passed
-        # (LocalLog.deleteSegmentFiles' scheduled "delete-file"): (due ms, segment or file)
-        self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
         self._retired: list[LogSegment] = []     # a reader's previous view (_relist_reader_view)
         self._relists = (-1, 0)                  # (offset, re-lists in a row for a fetch at it)
-        self.metrics = LogMetrics()
         self._unsynced_snapshots: list[Path] = []
         self._producer_state_pending = False     # a reader loads it on first use
         self._producer_state = ProducerStateManager(
@@ -219,26 +221,23 @@ class Log:
     def _acquire_writer_lock(self) -> None:
         # flock on the directory itself: no extra file for a broker to trip over, released by
         # the kernel if the process dies.
-        self._dir_fd = os.open(self.dir, os.O_RDONLY)
+        local = self._local
+        local.dir_fd = os.open(self.dir, os.O_RDONLY)
         try:
-            fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(local.dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(self._dir_fd)
-            self._dir_fd = -1
+            os.close(local.dir_fd)
+            local.dir_fd = -1
             raise LogLockedError(f"{self.dir} is already open for writing by another process "
                                  f"(open it with read_only=True to read while it writes)") from None
 
     def _release(self) -> None:
         try:
-            for seg in self._segments:
-                try:
-                    seg.close()
-                except (OSError, KafkaLogError, ValueError) as e:
-                    logger.warning("Closing %s: %s", seg.log_path, e)
+            self._local.close_segments()
         finally:
-            if self._dir_fd >= 0:
-                os.close(self._dir_fd)       # releases the writer lock whatever happened
-                self._dir_fd = -1
+            if self._local.dir_fd >= 0:
+                os.close(self._local.dir_fd)       # releases the writer lock whatever happened
+                self._local.dir_fd = -1
 
     def _initialize_topic_id(self, topic_id: uuid.UUID | None) -> None:
         """``UnifiedLog.initializeTopicId``: an id on disk wins and must equal ``topic_id`` if
@@ -289,155 +288,8 @@ class Log:
         return OffsetCheckpointFile(self.dir.parent / name)
 
     def _load(self) -> None:
-        """``LogLoader.load``, for one partition."""
-        if not self.read_only:
-            self._remove_temp_files()
-        key = (self.topic, self.partition)
-        recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT, key)
-        start_checkpoint = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT, key)
-        logs = sorted(p for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX))
-        live = {offset_from_filename(p.name) for p in logs}
-        if not self.read_only:
-            for p in self.dir.iterdir():
-                if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and \
-                        offset_from_filename(p.name) not in live:
-                    logger.info("Deleting orphaned index file %s", p)
-                    p.unlink()
-        if self.read_only:
-            logs = []
-            self._segments = self._open_reader_view()
-        for p in logs:
-            base = offset_from_filename(p.name)
-            if not p.with_suffix(INDEX_SUFFIX).exists() and not self.read_only:
-                # Kafka's sanity check: a missing offset index means recovering the segment;
-                # recovering it with the rest keeps the consequences of what it truncates
-                logger.info("The index of %s is missing: recovering from it", p)
-                recovery_point = min(recovery_point, base)
-            if not self.read_only and any(
-                    index_file_oversized(p.with_suffix(suffix), self.config.segment_index_bytes, kind.ENTRY_SIZE)
-                    for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex))):
-                # longer than segment.index.bytes allows: the open empties it (AbstractIndex), the
-                # recovery from this segment rebuilds it
-                logger.info("An index of %s is oversized: recovering from it", p)
-                recovery_point = min(recovery_point, base)
-            time_index_missing = not p.with_suffix(TIME_INDEX_SUFFIX).exists()
-            seg = LogSegment.open(self.dir, base, self.config, writable=not self.read_only,
-                                  preallocate=False)
-            if time_index_missing and not self.read_only:
-                # LogSegment.sanityCheck(timeIndexFileNewlyCreated): an empty index, not one of
-                # preallocated zeros that would read as entries (a recovery rebuilds it)
-                seg.time_index.resize(0)
-            self._segments.append(seg)
-        self._bases = [s.base_offset for s in self._segments]
-        if self._had_clean_shutdown and self._segments:
-            recovery_point = LONG_MAX
-        if self._force_full_recovery:
-            recovery_point = 0
-        if not self.read_only:
-            self._recover_from(recovery_point, start_checkpoint)
-        if not self._segments:
-            if self.read_only:
-                self._log_end_offset = start_checkpoint
-                self.log_start_offset = start_checkpoint
-                self.recovery_point = start_checkpoint
-                self.producer_state.update_map_end_offset(start_checkpoint)
-                return
-            self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
-        self._log_end_offset = self._segments[-1].read_next_offset()
-        if self._log_end_offset < start_checkpoint and self.read_only:
-            # a writer's load deletes every segment here (below): a reader sees what it would,
-            # an empty log at the checkpointed start
-            logger.warning("The log start offset %d of %s is past its log end offset %d: reading "
-                        "it as empty, as a writer's load leaves it", start_checkpoint, self.dir,
-                        self._log_end_offset)
-            for seg in self._segments:
-                seg.close(final_entries=False)
-            self._segments, self._bases = [], []
-            self._log_end_offset = self.log_start_offset = self.recovery_point = start_checkpoint
-            self.producer_state.update_map_end_offset(start_checkpoint)
-            return
-        if self._log_end_offset < start_checkpoint and not self.read_only:
-            # everything below the log start offset was deleted: start afresh there (LogLoader:
-            # "Deleting all segments because logEndOffset is smaller than logStartOffset")
-            for seg in list(self._segments):
-                seg.delete()
-            self._segments, self._bases = [], []
-            self._add_segment(LogSegment.open(self.dir, start_checkpoint, self.config))
-            self._log_end_offset = start_checkpoint
-            self.producer_state.truncate_fully_and_start_at(start_checkpoint)
-        self.log_start_offset = max(start_checkpoint, self._segments[0].base_offset)
-        self.recovery_point = min(max(recovery_point, self.log_start_offset), self._log_end_offset)
-        if not self.read_only:
-            active = self._segments[-1]
-            active.offset_index.resize(self.config.segment_index_bytes)
-            active.time_index.resize(self.config.segment_index_bytes)
-            # LogLoader: stray snapshots removed (this also rescans the snapshots the segment
-            # recoveries wrote), then the state rebuilt from the latest snapshot up to the LEO
-            self.producer_state.remove_stray_snapshots(self._bases)
-            self._rebuild_producer_state()
-        else:
-            # a reader needs producer state only for read_committed (the last stable offset):
-            # replaying a log without snapshots can take long, so it waits until asked for
-            self._producer_state_pending = True
-
-    def _open_reader_view(self, attempts: int = 200) -> list[LogSegment]:
-        """The segments a reader sees, consistent even while the writer (another process)
-        swaps cleaned segments in: ``.swap`` files are the segments of a swap already decided,
-        and the plain files they cover (``[min swap base, last swap's next offset)``) are the
-        ones they replace, which is the rule LogLoader uses to complete a swap after a crash.
-        Renames during the listing are caught by listing again until two agree."""
-        names = sorted(os.listdir(self.dir))
-        for _ in range(attempts):
-            segs: list[LogSegment] = []
-            try:
-                swaps = [LogSegment.open(self.dir, offset_from_filename(n), self.config, writable=False,
-                                         preallocate=False, file_suffix=SWAP_SUFFIX)
-                         for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
-                segs.extend(swaps)
-                lo = min((s.base_offset for s in swaps), default=None)
-                hi = swaps[-1].read_next_offset() if swaps else None
-                for n in names:
-                    if not n.endswith(LOG_SUFFIX) or not n[:20].isdigit():
-                        continue
-                    base = offset_from_filename(n)
-                    if lo is not None and lo <= base < hi:
-                        continue                 # replaced by a swap in progress
-                    segs.append(LogSegment.open(self.dir, base, self.config, writable=False,
-                                                preallocate=False))
-            except FileNotFoundError:
-                pass                             # renamed under us: list again
-            else:
-                again = sorted(os.listdir(self.dir))
-                if again == names:
-                    return sorted(segs, key=lambda s: s.base_offset)
-                names = again
-                for seg in segs:
-                    seg.close(final_entries=False)
-                continue
-            for seg in segs:
-                seg.close(final_entries=False)
-            time.sleep(0.005)
-            names = sorted(os.listdir(self.dir))
-        raise KafkaLogError(f"{self.dir} kept changing while it was being opened for reading")
-
-    @staticmethod
-    def _reader_view_out_of_date(segments: list[LogSegment], bases: list[int], offset: int,
-                                 read: int) -> bool:
-        """Whether a file this read-only view read ``read`` bytes from (from ``offset`` on) was
-        removed or shortened by the writer since the view opened: a truncation (which deletes the
-        later segments and shortens the one it cuts), a swap or a retention delete. One fstat a
-        segment read (the read may start anywhere in the first: the next ones are checked until
-        their sizes cover what was read)."""
-        i = max(0, bisect.bisect_right(bases, offset) - 1)
-        for k, seg in enumerate(segments[i:]):
-            st = os.fstat(seg.fileno())
-            if st.st_nlink == 0 or st.st_size < seg.size:
-                return True
-            if k:
-                read -= seg.size
-            if read <= 0:
-                return False
-        return False
+        LogLoader(self).load()
+        self._check_invariant("load")
 
     def _relist_reader_view(self, offset: int) -> None:
         """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
@@ -452,7 +304,7 @@ class Log:
             # another thread may still be reading from it
             for seg in self._retired:
                 seg.close(final_entries=False)
-            self._retired, self._segments, self._bases = self._segments, [], []
+            self._retired = self._segments.clear()
             self._load()
 
     @property
@@ -461,198 +313,8 @@ class Log:
             with self._lock:
                 if self._producer_state_pending:
                     self._producer_state_pending = False
-                    self._load_producer_state_read_only()
+                    LogLoader(self).load_producer_state_read_only()
         return self._producer_state
-
-    # ---------------------------------------------------------------------------- producer state
-
-    def _read_segment_batches(self, base: int, start: int):
-        """``(chunk, info)`` batches of the segment at ``base`` from (at least) the one holding
-        ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them."""
-        seg = self._segments[self._segment_for(base)]
-        pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-        return ((chunk, b) for b, chunk, _ in seg._walk(pos))
-
-    def _read_log_batches(self, start: int):
-        for base in self._bases[self._segment_for(start):]:
-            yield from self._read_segment_batches(base, start)
-
-    def _rebuild_producer_state(self) -> None:
-        """``UnifiedLog.rebuildProducerState`` up to the log end offset. Never the "clean
-        shutdown without snapshots" shortcut: kafkalog's clean close always writes a snapshot
-        at the LEO, so a missing one means the state must come from the log."""
-        self.producer_state.rebuild_producer_state(
-            log_start_offset=self.log_start_offset, last_offset=self._log_end_offset,
-            now_ms=self.clock(), segment_base_offsets=list(self._bases),
-            read_segment=self._read_segment_batches)
-        self.producer_state.on_high_watermark_updated(self._log_end_offset)
-
-    def _load_producer_state_read_only(self) -> None:
-        """A reader writes nothing: load the latest readable snapshot in range (no deletion of
-        the others) and replay the log after it in memory."""
-        psm = self.producer_state
-        start, end = self.log_start_offset, self._log_end_offset
-        from_offset = start
-        for snap in reversed(psm.snapshot_offsets):
-            if not start < snap <= end:
-                continue
-            try:
-                entries = read_snapshot(psm.fetch_snapshot(snap))
-            except (KafkaLogError, OSError) as e:
-                logger.warning("Ignoring unreadable producer snapshot at %d in %s: %s", snap, self.dir, e)
-                continue
-            now = self.clock()
-            for e in entries:
-                entry = ProducerStateEntry.from_snapshot_entry(e)
-                if entry.current_txn_first_offset is not None or \
-                        now - entry.last_timestamp < psm.producer_id_expiration_ms:
-                    psm.load_producer_entry(entry)
-            from_offset = snap
-            break
-        psm.update_map_end_offset(from_offset)
-        psm.rebuild(self._read_log_batches(from_offset), from_offset, end)
-        psm.on_high_watermark_updated(end)      # no replicas: every marker is "replicated"
-
-    def _read_checkpoint(self, name: str, key: tuple[str, int]) -> int:
-        """One checkpoint, read on its own as LogManager.loadLogs does: an unreadable file means
-        0 for it alone (recover everything / no moved log start), never for the other."""
-        try:
-            return self._checkpoint(name).read().get(key, 0)
-        except (OSError, KafkaLogError) as e:
-            logger.warning("Ignoring unreadable %s in %s: %s", name, self.dir.parent, e)
-            return 0
-
-    def _remove_temp_files(self) -> None:
-        """``removeTempFilesAndCollectSwapFiles`` and the swap completion of ``LogLoader``."""
-        cleaned, swaps = [], []
-        for p in list(self.dir.iterdir()):
-            if p.name.endswith(DELETED_SUFFIX):
-                p.unlink()
-            elif p.name.endswith(CLEANED_SUFFIX):
-                cleaned.append(p)
-            elif p.name.endswith(SWAP_SUFFIX):
-                swaps.append(p)
-        min_cleaned = min((offset_from_filename(p.name) for p in cleaned), default=None)
-        for p in cleaned:
-            p.unlink()
-        kept = []
-        for p in swaps:
-            if min_cleaned is not None and offset_from_filename(p.name) >= min_cleaned:
-                p.unlink()                 # an incomplete split (KAFKA-6264)
-            else:
-                kept.append(p)
-        swap_logs = [p for p in kept if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
-        if swap_logs:
-            bases = [offset_from_filename(p.name) for p in swap_logs]
-            ends = []
-            for p in swap_logs:
-                seg = LogSegment.open(self.dir, offset_from_filename(p.name), self.config,
-                                      file_suffix=SWAP_SUFFIX, preallocate=False)
-                ends.append(seg.read_next_offset())
-                seg.close()
-            lo, hi = min(bases), max(ends)
-            replaced: set[int] = set()
-            below = [offset_from_filename(p.name) for p in self.dir.iterdir()
-                     if p.name.endswith(LOG_SUFFIX) and offset_from_filename(p.name) < lo]
-            if below:
-                # a degenerate split's pieces start above the segment they replace
-                seg = LogSegment.open(self.dir, max(below), self.config, preallocate=False)
-                try:
-                    if seg.read_next_offset() > lo:
-                        replaced.add(seg.base_offset)
-                finally:
-                    seg.close(final_entries=False)
-            for p in list(self.dir.iterdir()):
-                if p.name.endswith(SWAP_SUFFIX) or not p.name[:20].isdigit():
-                    continue
-                off = offset_from_filename(p.name)
-                if lo <= off < hi or (off in replaced and p.name.endswith(
-                        (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))):
-                    p.unlink()           # the segments the cleaner or a split replaced
-        for p in self.dir.iterdir():     # kept, and the index files opening them created
-            if p.name.endswith(SWAP_SUFFIX):
-                p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
-
-    def _recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:
-        """``LogLoader.recoverLog``: validate every segment from the one holding the recovery
-        point; the first invalid batch truncates the log there and drops every later segment."""
-        if not self._segments:
-            return
-        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        while i < len(self._segments):
-            seg = self._segments[i]
-            end = None if seg.indexes_preallocated() else seg.clean_end()
-            if end is not None and end <= recovery_point:
-                i += 1
-                continue                    # closed cleanly and intact: nothing to recover
-            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
-            try:
-                truncated = self._recover_segment(seg, log_start_offset, nxt)
-            except OffsetOverflowError as e:
-                logger.warning("%s; splitting the segment", e)
-                self._segments[i:i + 1] = self._split_overflowed_segment(seg)
-                self._bases = [s.base_offset for s in self._segments]
-                continue                    # recover the pieces, starting with the first
-            if truncated > 0:
-                for later in self._segments[i + 1:]:
-                    logger.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
-                    later.delete()
-                del self._segments[i + 1:]
-                break
-            i += 1
-        self._bases = [s.base_offset for s in self._segments]
-
-    def _split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
-        """``UnifiedLog.splitOverflowedSegment``: copy the batches of ``seg`` into new segments,
-        each starting a new one where the next batch's last offset would not fit 32-bit
-        relative offsets, and swap them in as the cleaner does: ``.cleaned`` files written and
-        fsynced, renamed to ``.swap`` from the highest base down (a crash in between leaves only
-        pieces that the next load deletes, KAFKA-6264), the old segment deleted, the swaps
-        renamed into place. Their indexes are rebuilt by the recovery that follows."""
-        groups: list[list[int]] = []             # [base, start position, end position]
-        try:
-            for b in seg.batches():
-                if not groups or b.last_offset - groups[-1][0] > INT_MAX:
-                    # the first piece keeps the segment's base when its first batch fits it,
-                    # else (Kafka's degenerate split) starts at that batch
-                    fits = not groups and b.last_offset - seg.base_offset <= INT_MAX
-                    base = seg.base_offset if fits else b.base_offset
-                    if b.last_offset - base > INT_MAX:
-                        raise OffsetOverflowError(
-                            f"Batch at position {b.position} of {seg.log_path} spans offsets "
-                            f"{b.base_offset}..{b.last_offset}, more than one segment can hold")
-                    groups.append([base, b.position, b.position + b.size])
-                else:
-                    groups[-1][2] = b.position + b.size
-        except CorruptRecordError:
-            pass        # the tail goes with the last piece, whose recovery truncates it
-        groups[-1][2] = seg.size
-        paths = []
-        for base, start, stop in groups:
-            path = self.dir / f"{base:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            try:
-                seg.copy_bytes_to(fd, start, stop)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            paths.append(path)
-        os.fsync(self._dir_fd)
-        swaps = []
-        for path in reversed(paths):
-            swap = path.with_name(path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
-            path.rename(swap)
-            swaps.append(swap)
-        os.fsync(self._dir_fd)
-        seg.delete()
-        for swap in reversed(swaps):
-            swap.rename(swap.with_name(swap.name[:-len(SWAP_SUFFIX)]))
-        os.fsync(self._dir_fd)
-        self._dir_dirty = True
-        logger.info("Split %s into %d segments at %s", seg.log_path, len(groups),
-                 ", ".join(str(g[0]) for g in groups))
-        return [LogSegment.open(self.dir, base, self.config, preallocate=False)
-                for base, _, _ in groups]
 
     def split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
         """``UnifiedLog.splitOverflowedSegment`` on a live log (the cleaner found ``seg``'s
@@ -660,44 +322,19 @@ class Log:
         it (crash-safe through ``.cleaned``/``.swap``), each piece indexed from its batches."""
         self._check_writable()
         with self._lock:
-            i = next((i for i, s in enumerate(self._segments) if s is seg), None)
-            if i is None:
+            if seg not in self._segments:
                 raise ValueError(f"{seg.log_path} is not a segment of {self.dir.name}")
-            pieces = self._split_overflowed_segment(seg)
+            active = seg is self._segments.last_segment
+            self._segments.remove(seg.base_offset)
+            pieces = self._local.split_segment_files(seg)
             for piece in pieces:
                 piece.recover()
-                if i < len(self._segments) - 1:
+                if not active:
                     piece.on_become_inactive_segment()
                 piece.flush()
-            self._segments[i:i + 1] = pieces
-            self._bases = [s.base_offset for s in self._segments]
+                self._segments.add(piece)
+            self._check_invariant("segment split")
             return pieces
-
-    def _recover_segment(self, seg: LogSegment, log_start_offset: int,
-                         next_base_offset: int | None = None) -> int:
-        """``LogLoader.recoverSegment``: a fresh producer-state manager rebuilt up to the
-        segment's base, fed every valid batch (which rebuilds the segment's txn index), then
-        snapshotted at the segment's end."""
-        tmp = ProducerStateManager(self.dir,
-                                   producer_id_expiration_ms=self.config.producer_id_expiration_ms)
-        tmp.rebuild_producer_state(log_start_offset=log_start_offset, last_offset=seg.base_offset,
-                                   now_ms=self.clock(), segment_base_offsets=list(self._bases),
-                                   read_segment=self._read_segment_batches)
-
-        def on_batch(buf, b) -> None:
-            self._note_epoch(buf, b)
-            tmp.load_batch(buf, b, on_aborted_txn=seg.update_txn_index)
-
-        truncated = seg.recover(on_batch=on_batch, next_base_offset=next_base_offset)
-        tmp.take_snapshot()
-        return truncated
-
-    def _note_epoch(self, _buf, batch) -> None:
-        h = batch.header
-        if h is not None and h.partition_leader_epoch >= 0:
-            latest = self.leader_epoch_cache.latest_epoch
-            if latest is None or h.partition_leader_epoch > latest:
-                self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
 
     # ---------------------------------------------------------------------------- offsets
 
@@ -721,55 +358,53 @@ class Log:
 
     @property
     def segments(self) -> list[LogSegment]:
-        return list(self._segments)
+        with self._lock:
+            return self._segments.values()
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active_segment
 
     def segments_in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
         """``LogSegments.values(from, to)``: the segments holding offsets in ``[from, to)``, from
         the one whose base is the floor of ``from`` (or the first) up to, excluding, the first
         whose base is ``>= to``."""
-        if from_offset == to_offset:
-            return []
-        if to_offset < from_offset:
-            raise ValueError(f"Invalid log segment range: requested segments in {self.dir.name} "
-                             f"from offset {from_offset} which is greater than limit offset {to_offset}")
-        with self._lock:
-            lo = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
-            hi = bisect.bisect_left(self._bases, to_offset)
-            return self._segments[lo:max(lo, hi)]
+        try:
+            with self._lock:
+                return self._segments.values(from_offset, to_offset)
+        except ValueError as e:
+            raise ValueError(f"{e} (in {self.dir.name})") from None
 
     def higher_segments(self, offset: int) -> list[LogSegment]:
         """``LogSegments.higherSegments``: the segments whose base offset is strictly greater
         than ``offset``, in offset order."""
         with self._lock:
-            return self._segments[bisect.bisect_right(self._bases, offset):]
+            return self._segments.higher_segments(offset)
 
     def non_active_segments_from(self, from_offset: int) -> list[LogSegment]:
         """``LocalLog.nonActiveLogSegmentsFrom``: the segments before the active one, from the
         one holding ``from_offset`` (or the first); none when ``from_offset`` is at or past the
         active segment's base."""
         with self._lock:
-            active_base = self._bases[-1]
-            return [] if from_offset >= active_base else self.segments_in_range(from_offset, active_base)
+            return self._segments.non_active_from(from_offset)
 
     @property
     def size(self) -> int:
         """Bytes of every segment's ``.log`` (``UnifiedLog.size``)."""
-        return sum(s.size for s in self._segments)
+        return self._segments.size_in_bytes
 
     @property
     def num_segments(self) -> int:
         return len(self._segments)
 
-    def _add_segment(self, seg: LogSegment) -> None:
-        self._segments.append(seg)
-        self._bases.append(seg.base_offset)
-
-    def _segment_for(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+    def _check_invariant(self, after: str) -> None:
+        """``log_start_offset <= recovery_point <= log_end_offset``, checked after a load, a
+        truncation and a segment replacement (the changes that move all three)."""
+        start, rp, end = self.log_start_offset, self.recovery_point, self._log_end_offset
+        if not start <= rp <= end:
+            raise LogInvariantError(
+                f"{self.dir}: after {after} the log start offset {start}, recovery point {rp} and "
+                f"log end offset {end} break log_start_offset <= recovery_point <= log_end_offset")
 
     # ---------------------------------------------------------------------------- append
 
@@ -888,7 +523,7 @@ class Log:
                                          f"producer's batch {pending.duplicate}: not appended")
             seg = self.roll(first)
             seg.take_log_file(path, batches.end, last, max_ts, shallow, batches)
-            self._dir_dirty = True
+            self._local.dir_dirty = True
             self._appended(seg, batches, pending, last, records, now)
             self._count_append(records, batches.end, started)
             return AppendInfo(first, last, max_ts, shallow, len(batches), records, batches.end)
@@ -901,7 +536,7 @@ class Log:
                 f"Message batch size is {size} bytes in append to partition {self.dir.name} which "
                 f"exceeds the maximum configured segment size of {self.config.segment_bytes}.")
         group = BatchArrays(scan.fields[lo:hi].copy(), size)
-        group.fields[:, 0] -= start
+        group.fields[:, HeaderColumn.POSITION] -= start
         lasts = group.last_offset
         max_ts, shallow = _max_timestamp_and_offset(group.max_timestamp, lasts)
         first, last = int(group.base_offset[0]), int(lasts[-1])
@@ -952,7 +587,7 @@ class Log:
             if scan.legacy_at_end:
                 raise InvalidConfigError(
                     f"only record batches of magic 2 can be appended (found magic "
-                    f"{buf[scan.end + 16]} at position {scan.end})")
+                    f"{int(read_field(buf, [scan.end], BatchField.MAGIC)[0])} at position {scan.end})")
             if scan.end != len(buf):
                 raise CorruptRecordError(f"append of {len(buf)} bytes ends with "
                                          f"{len(buf) - scan.end} bytes that are not a whole batch",
@@ -976,32 +611,12 @@ class Log:
                              require_keys=assign_offsets and self.config.compact,
                              max_decompressed=default_max_decompressed(self.config.max_message_bytes),
                              timestamp_window=self._timestamp_window() if assign_offsets else None)
-            deltas = scan.column("last_offset_delta")
-            log_end = self._log_end_offset
-            if assign_offsets:
-                bases = log_end + np.cumsum(deltas + 1) - (deltas + 1)
-                _patch(buf, positions, 0, bases, ">i8")
-                scan.fields[:, 2] = bases
-            else:
-                bases = scan.base_offset
-                prev_next = np.concatenate(([log_end], bases[:-1] + deltas[:-1] + 1))
-                bad = np.flatnonzero(bases < prev_next)
-                if bad.size:
-                    i = int(bad[0])
-                    raise InvalidOffsetError(
-                        f"Out of order offsets: batch {i} at position {int(positions[i])} starts "
-                        f"at {int(bases[i])}, below the expected offset {int(prev_next[i])} of "
-                        f"{self.dir}")
-            if leader_epoch is not None:
-                _patch(buf, positions, 12, np.full(n, leader_epoch, np.int64), ">i4")
-                scan.fields[:, 3] = leader_epoch
             now = self.clock()
             lat = self.config.message_timestamp_type == "LogAppendTime"
-            if lat:
-                for p in positions.tolist():
-                    set_max_timestamp(buf, p, LOG_APPEND_TIME, now)
-                scan.fields[:, 9] = now
-            lasts = bases + deltas
+            bases = assign_batch_offsets(buf, scan, log_end=self._log_end_offset, assign=assign_offsets,
+                                         leader_epoch=leader_epoch, log_append_time=now if lat else None,
+                                         name=str(self.dir))
+            lasts = bases + scan.column("last_offset_delta")
             max_ts, shallow = _max_timestamp_and_offset(scan.max_timestamp, lasts)
             records = int(scan.records_count.sum())
             first, last = int(bases[0]), int(lasts[-1])
@@ -1070,7 +685,7 @@ class Log:
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int,
                     now: int) -> LogSegment:
-        seg = self._segments[-1]
+        seg = self._local.active_segment
         if seg.should_roll(incoming_bytes=size, max_timestamp_in_messages=max_ts,
                            max_offset_in_messages=last_offset, now_ms=now):
             return self.roll(first_offset)
@@ -1081,19 +696,10 @@ class Log:
         (``LocalLog.roll``); an empty active segment at that offset is kept as it is."""
         self._check_writable()
         with self._lock:
-            self._dir_dirty = True
             new_base = max(expected_next_offset or 0, self._log_end_offset)
-            active = self._segments[-1]
-            if active.base_offset == new_base and active.size == 0:
-                return active
-            for p in (self.dir / f"{new_base:020d}{s}" for s in
-                      (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
-                if p.exists():
-                    logger.warning("Deleting %s before rolling to it", p)
-                    p.unlink()
-            active.on_become_inactive_segment()
-            seg = LogSegment.open(self.dir, new_base, self.config)
-            self._add_segment(seg)
+            seg = self._local.roll(new_base)
+            if seg is None:
+                return self._local.active_segment
             self.producer_state.update_map_end_offset(new_base)
             path = self.producer_state.take_snapshot(sync=False)
             if path is not None:
@@ -1128,22 +734,7 @@ class Log:
         started = time.perf_counter_ns()
         with self._lock:
             end = self._log_end_offset if upto is None else upto
-            segments = [s for s in self._segments[self._segment_for(self.recovery_point):]
-                        if s.base_offset < end or s is self._segments[-1]]
-            for seg in segments:
-                seg.flush(data_only=data_only and seg is self._segments[-1])
-            for path in self._unsynced_snapshots:
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue                # deleted since (truncation, retention)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            if self._dir_dirty or not data_only:
-                os.fsync(self._dir_fd)
-                self._dir_dirty = False
+            self._local.flush(self.recovery_point, end, data_only=data_only, files=self._unsynced_snapshots)
             self._unsynced_snapshots.clear()
             self.recovery_point = max(self.recovery_point, end)
             if upto is None:
@@ -1174,19 +765,8 @@ class Log:
         """``read_raw``'s bytes as ``(segment, file position, bytes)`` per segment read."""
         with self._lock:
             self._check_in_range(offset)
-            segments = self._segments[self._segment_for(offset):]
-        parts: list[tuple[LogSegment, int, bytes]] = []
-        budget = max_bytes
-        for seg in segments:
-            got = seg.read(offset, budget, min_one_message=min_one_message and not parts)
-            if got is None:
-                continue
-            position, data = got
-            parts.append((seg, position, data))
-            budget -= len(data)
-            if budget <= 0 or position + len(data) < seg.size:
-                break                       # out of budget inside this segment: no skipping
-        return parts
+            segments = self._segments.from_floor(offset)
+        return LocalLog.read_parts(segments, offset, max_bytes, min_one_message)
 
     def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
              isolation: str = "read_uncommitted") -> pa.Table:
@@ -1208,14 +788,13 @@ class Log:
         indexes (``LocalLog.collectAbortedTransactions``) and a transactional record of producer
         P is dropped when it lies between the first offset and the ABORT marker of one of P's
         aborted transactions, which is what the consumer's ``CompletedFetch`` decides batch by
-        batch (kafka_format.md §10), computed here over whole columns."""
+        batch, computed here over whole columns."""
         if isolation not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
         committed = isolation == "read_committed"
         with self._lock:
             upper = self.last_stable_offset if committed else self.high_watermark
-            segments = list(self._segments)
-            bases = list(self._bases)
+            segments = self._segments.values()
             self._check_in_range(offset)
         if max_offset is not None:
             upper = min(upper, max_offset)
@@ -1223,7 +802,7 @@ class Log:
             return FetchResult(empty_table(), offset)
         parts = self._read_parts(offset, max_bytes)
         read = sum(len(data) for _, _, data in parts)
-        if self.read_only and (self._reader_view_out_of_date(segments, bases, offset, read)
+        if self.read_only and (LogView.out_of_date(segments, offset, read)
                                or not parts and offset < self._log_end_offset):
             # (nothing at an offset below the end: the files were rewritten under the view)
             self._relist_reader_view(offset)
@@ -1251,80 +830,18 @@ class Log:
             # a reader cannot tell a segment without .txnindex (no abort in it) from one whose
             # index is missing (a copy of the .log files): it takes the aborts from the
             # markers themselves, as recovery rebuilds the index, never from the index
-            aborted_rows = self._aborted_by_markers(decoded, segments, run_next)[lo:hi]
+            aborted_rows = aborted_by_markers(decoded, segments, run_next)[lo:hi]
             if aborted_rows.any():
                 mask = pa.array(~aborted_rows)
                 keep = mask if keep is None else pc.and_(keep, mask)
         elif committed and table.num_rows:
             fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
-            aborted = self._collect_aborted_txns(segments, bases, offset, fetched_end)
+            holding = segments[floor_index([s.base_offset for s in segments], offset):]
+            aborted = LocalLog.collect_aborted_txns(holding, offset, fetched_end)
             if aborted:
                 mask = pa.array(~_aborted_mask(table, aborted))
                 keep = mask if keep is None else pc.and_(keep, mask)
         return FetchResult(table if keep is None else table.filter(keep), next_offset)
-
-    def _aborted_by_markers(self, table: pa.Table, segments: list[LogSegment],
-                            next_offset: int) -> np.ndarray:
-        """True for the rows of ``table`` (a decoded run of this log ending before
-        ``next_offset``) that belong to aborted transactions, found from the transaction
-        markers as ``ProducerStateManager`` does when recovery rebuilds a ``.txnindex``: a
-        transactional record of producer P is aborted when P's next COMMIT/ABORT marker after
-        it is an ABORT (the index entry's ``[first offset, marker]``). Markers in the run are
-        read from its control rows; for producers whose transaction runs past the run, the
-        batches after it are walked (headers, and the one record of a control batch) until
-        each one's marker is found. Writes nothing."""
-        from ..format.log_input_stream import batch_records
-
-        pids = table.column("producerId").to_numpy()
-        txnal = table.column("isTransactional").to_numpy(zero_copy_only=False)
-        control = table.column("isControl").to_numpy(zero_copy_only=False)
-        offsets = table.column("offset").to_numpy()
-        aborted = np.zeros(len(offsets), dtype=bool)
-        data = txnal & ~control
-        if not data.any():
-            return aborted
-        markers: dict[int, list[tuple[int, bool]]] = {}
-        keys = table.column("key")
-        for i in np.flatnonzero(txnal & control).tolist():
-            kind = ControlRecordType.parse(keys[i].as_py())
-            if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                markers.setdefault(int(pids[i]), []).append(
-                    (int(offsets[i]), kind is ControlRecordType.ABORT))
-        last_data = {int(p): int(offsets[data & (pids == p)].max()) for p in np.unique(pids[data])}
-        pending = {p for p, last in last_data.items()
-                   if not markers.get(p) or markers[p][-1][0] < last}
-        if pending:
-            bases = [s.base_offset for s in segments]
-            for seg in segments[max(0, bisect.bisect_right(bases, next_offset) - 1):]:
-                start = seg.translate_offset(next_offset) if seg.base_offset <= next_offset else None
-                position = start.position if start is not None else 0
-                if seg.base_offset <= next_offset and start is None:
-                    continue
-                for b, chunk, _ in seg._walk(position):
-                    h = b.header
-                    if h is None or not h.is_control or h.producer_id not in pending or \
-                            b.base_offset < next_offset:
-                        continue
-                    kind = ControlRecordType.parse(batch_records(chunk, b)[0].key)
-                    if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                        markers.setdefault(h.producer_id, []).append(
-                            (b.base_offset, kind is ControlRecordType.ABORT))
-                        pending.discard(h.producer_id)
-                        if not pending:
-                            break
-                if not pending:
-                    break
-        for pid in last_data:
-            found = markers.get(pid)
-            if not found:
-                continue        # no decided transaction: above the last stable offset
-            at = np.fromiter((o for o, _ in found), np.int64, len(found))
-            is_abort = np.fromiter((a for _, a in found), bool, len(found))
-            rows = np.flatnonzero(data & (pids == pid))
-            nxt = np.searchsorted(at, offsets[rows], side="right")
-            hit = nxt < len(at)
-            aborted[rows[hit]] = is_abort[nxt[hit]]
-        return aborted
 
     def _decode_parts(self, parts: list[tuple[LogSegment, int, bytes]], max_bytes: int
                       ) -> tuple[pa.Table, int]:
@@ -1352,21 +869,6 @@ class Log:
             return empty_table(), next_offset
         return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), next_offset
 
-    def _collect_aborted_txns(self, segments: list[LogSegment], bases: list[int],
-                              fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """``LocalLog.collectAbortedTransactions``: from the segment holding ``fetch_offset``
-        on, until an index says the search is complete."""
-        if upper_bound <= fetch_offset:
-            return []
-        found: list[AbortedTxn] = []
-        start = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
-        for seg in segments[start:]:          # an ABORT marker may lie in any later segment
-            txns, complete = seg.txn_index.collect_aborted_txns(fetch_offset, upper_bound)
-            found.extend(txns)
-            if complete:
-                break
-        return found
-
     def offsets_for_times(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is at or after ``timestamp``, as Kafka's
         ListOffsets answers it; None if every record is older."""
@@ -1378,7 +880,7 @@ class Log:
         -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the largest
         timestamp; otherwise the first record at or after ``timestamp`` with its leader epoch."""
         with self._lock:
-            segments = list(self._segments)
+            segments = self._segments.values()
             start, end = self.log_start_offset, self._log_end_offset
         cache = self.leader_epoch_cache
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -1405,7 +907,7 @@ class Log:
         """Remove every record at or above ``offset`` (``UnifiedLog.truncateTo``)."""
         self._check_writable()
         with self._lock:
-            self._dir_dirty = True
+            self._local.dir_dirty = True
             if offset < 0:
                 raise OffsetOutOfRangeError(f"Cannot truncate {self.dir.name} to negative offset {offset}")
             if offset >= self._log_end_offset:
@@ -1413,44 +915,34 @@ class Log:
                 self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return
             head = b""                  # the first bytes of the batch the truncation removes
-            if offset < self._segments[0].base_offset:
-                for seg in self._segments:
-                    seg.delete()
-                self._segments, self._bases = [], []
-                self._add_segment(LogSegment.open(self.dir, offset, self.config))
+            if offset < self._segments.first_segment.base_offset:
+                self._local.truncate_fully_and_start_at(offset)
                 self.log_start_offset = offset
             else:
-                keep = self._segment_for(offset)
-                for seg in self._segments[keep + 1:]:
-                    seg.delete()
-                del self._segments[keep + 1:]
-                self._bases = self._bases[:keep + 1]
-                seg = self._segments[-1]
-                found = seg.translate_offset(offset)
-                head = seg.read_bytes(found.position, 17) if found is not None else b""
-                seg.truncate_to(offset)
-            if len(head) < 17 or head[16] < 2:
-                self._log_end_offset = self._segments[-1].read_next_offset()
+                head = self._local.truncate_to(offset)
+            if len(head) < HEADER_SIZE_UP_TO_MAGIC or int(read_field(head, [0], BatchField.MAGIC)[0]) < 2:
+                self._log_end_offset = self._local.active_segment.read_next_offset()
             else:
                 # LocalLog.truncateTo: updateLogEndOffset(targetOffset), where the batch holding
                 # the target went whole (the log ends at that batch's base), so on a compacted
                 # log whose offsets below the target were cleaned away the end is the target,
                 # not the emptied segment's base
-                self._log_end_offset = min(offset, int.from_bytes(head[:8], "big", signed=True))
+                self._log_end_offset = min(offset, int(read_field(head, [0], BatchField.BASE_OFFSET)[0]))
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             if self._log_end_offset == self.log_start_offset and len(self._segments) == 1 and \
-                    self._segments[0].size == 0:
+                    self._segments.first_segment.size == 0:
                 self.producer_state.truncate_fully_and_start_at(self._log_end_offset)
             # UnifiedLog.truncateTo: snapshots above the new end dropped, state reloaded
-            self._rebuild_producer_state()
+            LogLoader(self).rebuild_producer_state()
+            self._check_invariant("truncation")
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (``deleteRecords``) and delete every
         segment wholly below it. Returns the new log start offset."""
         self._check_writable()
         with self._lock:
-            self._dir_dirty = True
+            self._local.dir_dirty = True
             if offset > self._log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"Cannot advance the log start offset of {self.dir.name} to {offset}: "
@@ -1460,11 +952,8 @@ class Log:
             self._maybe_increment_log_start_offset(offset)
             # UnifiedLog.deleteRecords: the segments wholly below the new start go at once
             # (deleteLogStartOffsetBreachedSegments), through the same asynchronous delete
-            doomed = []
-            for i, seg in enumerate(self._segments[:-1]):
-                if self._segments[i + 1].base_offset > offset:
-                    break
-                doomed.append(seg)
+            segs = self._segments.values()
+            doomed = [seg for seg, nxt in zip(segs, segs[1:]) if nxt.base_offset <= offset]
             if doomed:
                 self._remove_and_delete_segments(doomed, "log start offset breach")
             self._write_checkpoints()
@@ -1493,7 +982,7 @@ class Log:
         flushes, retention and cleaning follow ``config`` (existing index files keep their
         size until their segment rolls, as in Kafka)."""
         with self._lock:
-            self.config = config
+            self.config = self._local.config = config
             for seg in self._segments:
                 # an open segment keeps its index size: its preallocated length is what tells
                 # an unclean stop apart after a restart (LogSegment.indexes_preallocated)
@@ -1553,7 +1042,7 @@ class Log:
         while ``predicate(segment, next segment)`` holds and the segment lies wholly below the
         high watermark; an empty last segment never qualifies."""
         out: list[LogSegment] = []
-        segs = self._segments
+        segs = self._segments.values()
         for i, seg in enumerate(segs):
             nxt = segs[i + 1] if i + 1 < len(segs) else None
             upper = nxt.base_offset if nxt is not None else self._log_end_offset
@@ -1580,7 +1069,7 @@ class Log:
         logger.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), self.dir.name, reason,
                  ", ".join(str(s.base_offset) for s in doomed))
         self._remove_and_delete_segments(doomed, reason)
-        self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        self._maybe_increment_log_start_offset(self._segments.first_segment.base_offset)
         return len(deletable)
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
@@ -1594,53 +1083,28 @@ class Log:
     def _remove_and_delete_segments(self, segments: list[LogSegment], reason: str) -> None:
         """``LocalLog.removeAndDeleteSegments(asyncDelete = true)`` plus the producer snapshots
         of those segments (``deleteProducerSnapshots``)."""
-        gone = {id(s) for s in segments}
-        self._segments = [s for s in self._segments if id(s) not in gone]
-        self._bases = [s.base_offset for s in self._segments]
-        self._delete_segment_files(segments)
+        self._local.remove_and_delete_segments(segments)
         for seg in segments:
             self.metrics.segments_deleted += 1
             self.metrics.bytes_deleted += seg.size
-            snap = self.producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
-            if snap is not None:
-                self._schedule_delete(snap)
+            self._delete_producer_snapshot(seg.base_offset)
 
-    def _delete_segment_files(self, segments: list[LogSegment]) -> None:
-        """``LocalLog.deleteSegmentFiles(asyncDelete = true)``: every file renamed ``.deleted``
-        at once (a restart removes such files), removed for good after
-        ``file.delete.delay.ms``. The segment stays open until then, so a read that already
-        holds it (this process) or its files (any process) finishes undisturbed."""
-        self._dir_dirty = True
-        for seg in segments:
-            if not seg.log_path.name.endswith(DELETED_SUFFIX):
-                seg.change_file_suffixes("", DELETED_SUFFIX)
-            self._schedule_delete(seg)
-
-    def _schedule_delete(self, what: "LogSegment | Path") -> None:
-        self._pending_deletes.append((self.clock() + self.config.file_delete_delay_ms, what))
-        if self.config.file_delete_delay_ms == 0:
-            self.delete_expired_files()
+    def _delete_producer_snapshot(self, offset: int) -> None:
+        snap = self.producer_state.remove_and_mark_snapshot_for_deletion(offset)
+        if snap is not None:
+            self._local.schedule_delete(snap)
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed (the
         scheduled "delete-file" task of Kafka's LocalLog). Returns how many segments and
         snapshots were removed."""
-        now = self.clock() if now_ms is None else now_ms
         with self._lock:
-            due = [w for t, w in self._pending_deletes if t <= now]
-            self._pending_deletes = [(t, w) for t, w in self._pending_deletes if t > now]
-        for what in due:
-            if isinstance(what, LogSegment):
-                logger.info("Deleting segment files of %s", what.log_path)
-                what.delete()
-            else:
-                what.unlink(missing_ok=True)
-        return len(due)
+            return self._local.delete_expired_files(self.clock() if now_ms is None else now_ms)
 
     @property
     def pending_deletes(self) -> int:
         """Segments and snapshots renamed ``.deleted`` and not yet removed."""
-        return len(self._pending_deletes)
+        return len(self._local.pending_deletes)
 
     # ---------------------------------------------------------------------------- compaction
 
@@ -1650,7 +1114,7 @@ class Log:
 
         ``new_segments`` are complete, flushed segments whose files carry the ``.cleaned``
         suffix. They are renamed ``.swap`` (from then on a restart completes the swap, see
-        ``_remove_temp_files``), the old segments leave the segment list and are renamed
+        ``LogLoader``), the old segments leave the segment list and are renamed
         ``.deleted`` (removed after ``file.delete.delay.ms``; readers holding them are not
         disturbed), then the ``.swap`` suffix is dropped. Old segments already deleted by
         retention in the meantime are not deleted twice."""
@@ -1658,31 +1122,13 @@ class Log:
         if not new_segments:
             raise ValueError("replace_segments needs at least one new segment")
         with self._lock:
-            self._dir_dirty = True
-            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
-            live = {id(s) for s in self._segments}
-            old_sorted = sorted((s for s in old_segments if id(s) in live), key=lambda s: s.base_offset)
-            if self._segments and any(s is self._segments[-1] for s in old_sorted):
-                raise ValueError(f"The active segment of {self.dir.name} cannot be replaced")
-            for seg in reversed(new_sorted):
-                seg.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-            os.fsync(self._dir_fd)         # the swaps are durable before any old file goes
-            gone = {id(s) for s in old_sorted}
-            self._segments = sorted([s for s in self._segments if id(s) not in gone] + new_sorted,
-                                    key=lambda s: s.base_offset)
-            self._bases = [s.base_offset for s in self._segments]
-            self._delete_segment_files(old_sorted)
+            old_sorted = self._local.replace_segments(new_segments, old_segments)
             self.metrics.segments_replaced += len(old_sorted)
-            for seg in new_sorted:
-                seg.change_file_suffixes(SWAP_SUFFIX, "")
-            os.fsync(self._dir_fd)
-            self._dir_dirty = False
-            replaced = {s.base_offset for s in new_sorted}
+            replaced = {s.base_offset for s in new_segments}
             for seg in old_sorted:
                 if seg.base_offset not in replaced:
-                    snap = self.producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
-                    if snap is not None:
-                        self._schedule_delete(snap)
+                    self._delete_producer_snapshot(seg.base_offset)
+            self._check_invariant("segment replacement")
 
     # ---------------------------------------------------------------------------- close
 
@@ -1700,7 +1146,7 @@ class Log:
                     entries = without_invalid_topics(cp.read(), cp.path)
                 except (OSError, KafkaLogError):
                     entries = {}
-                if name == LOG_START_OFFSET_CHECKPOINT and value <= self._segments[0].base_offset:
+                if name == LOG_START_OFFSET_CHECKPOINT and value <= self._segments.first_segment.base_offset:
                     entries.pop(key, None)      # Kafka lists only logs whose start moved past
                 else:
                     entries[key] = value
@@ -1713,11 +1159,11 @@ class Log:
         """``deleteSnapshotsAfterRecoveryPointCheckpoint``: keep the snapshots from the segment
         below the recovery point and from the segment below the active one."""
         def lower_base(offset: int) -> int | None:
-            i = bisect.bisect_left(self._bases, offset) - 1
-            return self._bases[i] if i >= 0 else None
+            seg = self._segments.lower_segment(offset)
+            return None if seg is None else seg.base_offset
 
         below_rp = lower_base(self.recovery_point)
-        active = self._segments[-1].base_offset
+        active = self._local.active_segment.base_offset
         below_active = lower_base(active)
         self.producer_state.delete_snapshots_before(
             min(self.recovery_point if below_rp is None else below_rp,
@@ -1738,10 +1184,7 @@ class Log:
             finally:
                 self._closed = True
                 # .deleted files not yet due stay on disk: the next load removes them
-                for _, what in self._pending_deletes:
-                    if isinstance(what, LogSegment):
-                        what.close(final_entries=False)
-                self._pending_deletes.clear()
+                self._local.close_pending()
                 for seg in self._retired:
                     seg.close(final_entries=False)
                 self._release()
@@ -1752,12 +1195,9 @@ class Log:
         it out of use."""
         self._check_writable()
         with self._lock:
-            for seg in self._segments:
+            for seg in self._segments.clear():
                 seg.delete()
-            for _, what in self._pending_deletes:
-                if isinstance(what, LogSegment):
-                    what.delete()
-            self._segments, self._bases, self._pending_deletes = [], [], []
+            self._local.close_pending(delete=True)
             self.leader_epoch_cache.clear()
             key = (self.topic, self.partition)
             for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
