@@ -3,7 +3,8 @@
 (``.deleted`` and ``.cleaned`` removed, ``.swap`` completed), orphaned indexes removed, the
 segments opened, every segment after the recovery point validated (an invalid tail truncated,
 an overflowed segment split), the log start offset, recovery point and log end offset found,
-and the producer state rebuilt (``UnifiedLog.rebuildProducerState``).
+and the producer state rebuilt (``UnifiedLog.rebuildProducerState``). Before the load, the
+topic id is checked against ``partition.metadata`` (``UnifiedLog.initializeTopicId``).
 
 A reader (``Log.open(read_only=True)``) writes nothing: it takes the segments through
 ``LogView`` and replays producer state in memory on first use.
@@ -12,11 +13,13 @@ A reader (``Log.open(read_only=True)``) writes nothing: it takes the segments th
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
-from ..checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from ..checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError,
+                          topic_id_to_str)
 from ..common import LONG_MAX
-from ..errors import KafkaLogError, OffsetOverflowError
+from ..errors import InconsistentTopicIdError, KafkaLogError, OffsetOverflowError
 from ..index import OffsetIndex, TimeIndex
 from ..index.abstract_index import index_file_oversized
 from ..producer import ProducerStateEntry, ProducerStateManager, read_snapshot
@@ -24,7 +27,7 @@ from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SE
                     SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, is_offset_named,
                     offset_from_filename)
 from .segment import LogSegment
-from .view import LogView
+from .view import LogView, log_start_offset
 
 if TYPE_CHECKING:
     from .log import Log
@@ -40,6 +43,23 @@ class LogLoader:
         self.log = log
         self.dir = log.dir
         self.local = log._local
+
+    def relist_reader_view(self, offset: int) -> None:
+        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
+        fetch at one offset whose view keeps going out of date ends in an error."""
+        log = self.log
+        last, count = log._relists
+        count = count + 1 if last == offset else 1
+        log._relists = (offset, count)
+        if count > 100:
+            raise KafkaLogError(f"{log.dir} kept changing while offset {offset} was being read")
+        with log._lock:
+            # the view before the last is closed now, the last one at the next re-list or close:
+            # another thread may still be reading from it
+            for seg in log._retired:
+                seg.close(final_entries=False)
+            log._retired = log._segments.clear()
+            log._load()
 
     def _read_checkpoint(self, name: str) -> int:
         """One checkpoint, read on its own as LogManager.loadLogs does: an unreadable file means
@@ -102,7 +122,7 @@ class LogLoader:
             self.local.truncate_fully_and_start_at(start_checkpoint)
             log._log_end_offset = start_checkpoint
             log.producer_state.truncate_fully_and_start_at(start_checkpoint)
-        log.log_start_offset = max(start_checkpoint, segments.first_segment.base_offset)
+        log.log_start_offset = log_start_offset(start_checkpoint, segments.first_segment.base_offset)
         log.recovery_point = min(max(recovery_point, log.log_start_offset), log._log_end_offset)
         if not read_only:
             active = self.local.active_segment
@@ -301,3 +321,40 @@ class LogLoader:
         psm.update_map_end_offset(from_offset)
         psm.rebuild(self._read_log_batches(from_offset), from_offset, end)
         psm.on_high_watermark_updated(end)      # no replicas: every marker is "replicated"
+
+
+# ---------------------------------------------------------------------------- topic id
+
+def initialize_topic_id(log: "Log", topic_id: uuid.UUID | None) -> None:
+    """``UnifiedLog.initializeTopicId``: an id on disk wins and must equal ``topic_id`` if
+    one is given; with none on disk a given id is recorded and flushed. Kafka schedules that
+    flush and repeats it before every append (so the file precedes any data); it is done
+    here at once, before the load, so no append has to check. Run before the load: a
+    refused open changes nothing. A reader never writes the file, and reads past a damaged
+    one (the records do not depend on it) with a warning and no id; a writer is refused,
+    as Kafka takes such a log's directory offline."""
+    try:
+        on_disk = log._partition_metadata.read() if log._partition_metadata.exists() else None
+    except FileNotFoundError:        # a reader racing a deletion: as if never written
+        on_disk = None
+    except CorruptCheckpointError as e:
+        if not log.read_only:
+            raise
+        logger.warning("Reading %s without its topic id: %s", log.dir, e)
+        on_disk = None
+    if on_disk is not None:
+        if topic_id is not None and topic_id != on_disk:
+            raise inconsistent_topic_id(log, topic_id, on_disk)
+        log.topic_id = on_disk
+    elif topic_id is not None:
+        log.topic_id = topic_id
+        if not log.read_only:
+            log._partition_metadata.record(topic_id)
+            log._partition_metadata.maybe_flush()      # .tmp, fsync, rename, fsync dir
+
+
+def inconsistent_topic_id(log: "Log", given: uuid.UUID, recorded: uuid.UUID) -> InconsistentTopicIdError:
+    return InconsistentTopicIdError(
+        f"Tried to assign topic ID {topic_id_to_str(given)} to log for topic partition "
+        f"{log.topic}-{log.partition} in {log.dir}, but log already contained topic ID "
+        f"{topic_id_to_str(recorded)}")

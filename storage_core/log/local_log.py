@@ -10,6 +10,7 @@ It knows nothing of producers, epochs or offsets beyond its segments: ``Log`` (K
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Callable
 
 from ..common import INT_MAX
 from ..config import LogConfig
-from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError
+from ..errors import CorruptRecordError, KafkaLogError, LogLockedError, OffsetOverflowError
 from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC
 from ..index import AbortedTxn
 from .files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, filename_prefix, segment_paths
@@ -51,6 +52,27 @@ class LocalLog:
         seg = self.segments.last_segment
         assert seg is not None, "a loaded log always has a segment"
         return seg
+
+    def lock_dir(self) -> None:
+        """Take the writer's lock: ``flock`` on the directory itself (no extra file for a broker
+        to trip over, released by the kernel if the process dies)."""
+        self.dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            fcntl.flock(self.dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+            raise LogLockedError(f"{self.dir} is already open for writing by another process "
+                                 f"(open it with read_only=True to read while it writes)") from None
+
+    def release(self) -> None:
+        """Close every segment, then release the writer's lock whatever happened."""
+        try:
+            self.close_segments()
+        finally:
+            if self.dir_fd >= 0:
+                os.close(self.dir_fd)
+                self.dir_fd = -1
 
     def fsync_dir(self) -> None:
         os.fsync(self.dir_fd)
@@ -157,6 +179,22 @@ class LocalLog:
 
     # ---------------------------------------------------------------------------- delete
 
+    def deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
+                           high_watermark: int, log_end_offset: int) -> list[LogSegment]:
+        """``LocalLog.deletableSegments`` with ``UnifiedLog``'s guard: from the oldest segment,
+        while ``predicate(segment, next segment)`` holds and the segment lies wholly below
+        ``high_watermark``; an empty last segment never qualifies."""
+        out: list[LogSegment] = []
+        segs = self.segments.values()
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else log_end_offset
+            # the high watermark guard first: the log start offset never passes it
+            if not (high_watermark >= upper and predicate(seg, nxt)) or (nxt is None and seg.size == 0):
+                break
+            out.append(seg)
+        return out
+
     def remove_and_delete_segments(self, segments: list[LogSegment]) -> None:
         """``LocalLog.removeAndDeleteSegments(asyncDelete = true)``."""
         for seg in segments:
@@ -225,6 +263,23 @@ class LocalLog:
             seg.change_file_suffixes(SWAP_SUFFIX, "")
         self.fsync_dir()
         return old_sorted
+
+    def split_segment(self, seg: LogSegment) -> list[LogSegment]:
+        """``split_segment_files`` of a segment of the live log, each piece recovered (indexed
+        from its batches), rolled past unless ``seg`` was the active segment, flushed and put
+        in the segment map in place of ``seg``."""
+        if seg not in self.segments:
+            raise ValueError(f"{seg.log_path} is not a segment of {self.dir.name}")
+        active = seg is self.segments.last_segment
+        self.segments.remove(seg.base_offset)
+        pieces = self.split_segment_files(seg)
+        for piece in pieces:
+            piece.recover()
+            if not active:
+                piece.on_become_inactive_segment()
+            piece.flush()
+            self.segments.add(piece)
+        return pieces
 
     def split_segment_files(self, seg: LogSegment) -> list[LogSegment]:
         """The files of ``UnifiedLog.splitOverflowedSegment``: copy the batches of ``seg`` into

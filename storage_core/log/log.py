@@ -1,4 +1,5 @@
-"""Log: one ``topic-partition`` directory (Kafka's ``UnifiedLog`` and ``LocalLog``).
+"""Log: one ``topic-partition`` directory (Kafka's ``UnifiedLog``), the facade over ``LocalLog``,
+``LogLoader``, ``LogView`` and the append, read and retention paths.
 
 The public API the rest of kafkalog and its users call::
 
@@ -19,103 +20,35 @@ import shutil
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
                           OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
-                          topic_id_to_str, validate_topic_name, without_invalid_topics)
-from ..common import INT_MAX, LONG_MAX, wall_ms
+                          validate_topic_name, without_invalid_topics)
+from ..common import wall_ms
 from ..config import LogConfig
-from ..errors import (CorruptRecordError, InconsistentTopicIdError, InvalidConfigError,
-                      InvalidOffsetError, KafkaLogError, LogInvariantError, LogLockedError,
-                      OffsetOutOfRangeError, RecordTooLargeError)
-from ..format import decode_run, empty_table, encode_batches
-from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, HeaderColumn, read_field
+from ..errors import (KafkaLogError, LogInvariantError, OffsetOutOfRangeError)
+from ..format import encode_batches
+from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, read_field
 from ..format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
-from ..format.log_input_stream import BatchArrays, default_max_decompressed, scan_batches
-from ..index import AbortedTxn
+from ..format.log_input_stream import BatchArrays
 from ..producer import AppendOrigin, ProducerStateManager
+from . import append, read, retention
+from .append import AppendInfo
+from .read import FetchResult
 from .files import check_partition_dir
-from .loader import LogLoader
+from .loader import LogLoader, inconsistent_topic_id, initialize_topic_id
 from .local_log import LocalLog
 from .log_metrics import LogMetrics
 from .segment import LogSegment, TimestampAndOffset
-from .segments import floor_index
-from .validator import assign_batch_offsets, validate_batches
-from .view import LogView, aborted_by_markers
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-
-# ListOffsets' special timestamps (``ListOffsetsRequest``)
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote (Kafka's ``LogAppendInfo``)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    shallow_offset_of_max_timestamp: int
-    num_batches: int
-    num_records: int
-    valid_bytes: int
-    log_append_time: int = -1
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """What one ``Log.fetch`` returns: the visible records and where the next fetch starts."""
-
-    table: pa.Table
-    next_offset: int
-
-
-def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
-    """True for the transactional records lying inside an aborted transaction of their
-    producer (``[first_offset, ABORT marker]``): one ``searchsorted`` per aborted producer over
-    the whole columns, never a loop over records."""
-    offsets = table.column("offset").to_numpy()
-    pids = table.column("producerId").to_numpy()
-    txnal = table.column("isTransactional").to_numpy(zero_copy_only=False)
-    mask = np.zeros(len(offsets), dtype=bool)
-    by_pid: dict[int, list[AbortedTxn]] = {}
-    for t in aborted:
-        by_pid.setdefault(t.producer_id, []).append(t)
-    for pid, txns in by_pid.items():
-        txns.sort(key=lambda t: t.first_offset)
-        firsts = np.fromiter((t.first_offset for t in txns), np.int64, len(txns))
-        lasts = np.fromiter((t.last_offset for t in txns), np.int64, len(txns))
-        rows = np.flatnonzero((pids == pid) & txnal)
-        if not rows.size:
-            continue
-        o = offsets[rows]
-        i = np.searchsorted(firsts, o, side="right") - 1
-        hit = (i >= 0) & (o <= lasts[np.maximum(i, 0)])
-        mask[rows[hit]] = True
-    return mask
-
-
-def _max_timestamp_and_offset(max_timestamps: np.ndarray, last_offsets: np.ndarray) -> tuple[int, int]:
-    """The largest batch max timestamp and the last offset of the first batch holding it
-    (``shallowOffsetOfMaxTimestamp``); (-1, -1) when no batch has a timestamp."""
-    top = int(np.argmax(max_timestamps))
-    max_ts = int(max_timestamps[top])
-    return (max_ts, int(last_offsets[top])) if max_ts >= 0 else (-1, -1)
-
 
 class Log:
     """One partition directory (Kafka's ``UnifiedLog``). Open with ``Log.open``; close (or use
@@ -210,61 +143,13 @@ class Log:
                    had_clean_shutdown=had_clean_shutdown)
         try:
             if not read_only:
-                log._acquire_writer_lock()
-            log._initialize_topic_id(topic_id)
+                log._local.lock_dir()
+            initialize_topic_id(log, topic_id)
             log._load()
         except BaseException:
-            log._release()
+            log._local.release()
             raise
         return log
-
-    def _acquire_writer_lock(self) -> None:
-        # flock on the directory itself: no extra file for a broker to trip over, released by
-        # the kernel if the process dies.
-        local = self._local
-        local.dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            fcntl.flock(local.dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(local.dir_fd)
-            local.dir_fd = -1
-            raise LogLockedError(f"{self.dir} is already open for writing by another process "
-                                 f"(open it with read_only=True to read while it writes)") from None
-
-    def _release(self) -> None:
-        try:
-            self._local.close_segments()
-        finally:
-            if self._local.dir_fd >= 0:
-                os.close(self._local.dir_fd)       # releases the writer lock whatever happened
-                self._local.dir_fd = -1
-
-    def _initialize_topic_id(self, topic_id: uuid.UUID | None) -> None:
-        """``UnifiedLog.initializeTopicId``: an id on disk wins and must equal ``topic_id`` if
-        one is given; with none on disk a given id is recorded and flushed. Kafka schedules that
-        flush and repeats it before every append (so the file precedes any data); it is done
-        here at once, before the load, so no append has to check. Run before the load: a
-        refused open changes nothing. A reader never writes the file, and reads past a damaged
-        one (the records do not depend on it) with a warning and no id; a writer is refused,
-        as Kafka takes such a log's directory offline."""
-        try:
-            on_disk = self._partition_metadata.read() if self._partition_metadata.exists() else None
-        except FileNotFoundError:        # a reader racing a deletion: as if never written
-            on_disk = None
-        except CorruptCheckpointError as e:
-            if not self.read_only:
-                raise
-            logger.warning("Reading %s without its topic id: %s", self.dir, e)
-            on_disk = None
-        if on_disk is not None:
-            if topic_id is not None and topic_id != on_disk:
-                raise self._inconsistent_topic_id(topic_id, on_disk)
-            self.topic_id = on_disk
-        elif topic_id is not None:
-            self.topic_id = topic_id
-            if not self.read_only:
-                self._partition_metadata.record(topic_id)
-                self._partition_metadata.maybe_flush()      # .tmp, fsync, rename, fsync dir
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """``UnifiedLog.assignTopicId``: give a log created without an id its topic id
@@ -272,17 +157,11 @@ class Log:
         another id raises ``InconsistentTopicIdError``."""
         if self.topic_id is not None:
             if self.topic_id != topic_id:
-                raise self._inconsistent_topic_id(topic_id, self.topic_id)
+                raise inconsistent_topic_id(self, topic_id, self.topic_id)
             return
         self._check_writable()
         with self._lock:
-            self._initialize_topic_id(topic_id)
-
-    def _inconsistent_topic_id(self, given: uuid.UUID, recorded: uuid.UUID) -> InconsistentTopicIdError:
-        return InconsistentTopicIdError(
-            f"Tried to assign topic ID {topic_id_to_str(given)} to log for topic partition "
-            f"{self.topic}-{self.partition} in {self.dir}, but log already contained topic ID "
-            f"{topic_id_to_str(recorded)}")
+            initialize_topic_id(self, topic_id)
 
     def _checkpoint(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.dir.parent / name)
@@ -292,20 +171,7 @@ class Log:
         self._check_invariant("load")
 
     def _relist_reader_view(self, offset: int) -> None:
-        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
-        fetch at one offset whose view keeps going out of date ends in an error."""
-        last, count = self._relists
-        count = count + 1 if last == offset else 1
-        self._relists = (offset, count)
-        if count > 100:
-            raise KafkaLogError(f"{self.dir} kept changing while offset {offset} was being read")
-        with self._lock:
-            # the view before the last is closed now, the last one at the next re-list or close:
-            # another thread may still be reading from it
-            for seg in self._retired:
-                seg.close(final_entries=False)
-            self._retired = self._segments.clear()
-            self._load()
+        LogLoader(self).relist_reader_view(offset)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -315,26 +181,6 @@ class Log:
                     self._producer_state_pending = False
                     LogLoader(self).load_producer_state_read_only()
         return self._producer_state
-
-    def split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
-        """``UnifiedLog.splitOverflowedSegment`` on a live log (the cleaner found ``seg``'s
-        offsets overflowing 32-bit relative offsets): the segment is split as recovery splits
-        it (crash-safe through ``.cleaned``/``.swap``), each piece indexed from its batches."""
-        self._check_writable()
-        with self._lock:
-            if seg not in self._segments:
-                raise ValueError(f"{seg.log_path} is not a segment of {self.dir.name}")
-            active = seg is self._segments.last_segment
-            self._segments.remove(seg.base_offset)
-            pieces = self._local.split_segment_files(seg)
-            for piece in pieces:
-                piece.recover()
-                if not active:
-                    piece.on_become_inactive_segment()
-                piece.flush()
-                self._segments.add(piece)
-            self._check_invariant("segment split")
-            return pieces
 
     # ---------------------------------------------------------------------------- offsets
 
@@ -374,6 +220,22 @@ class Log:
                 return self._segments.values(from_offset, to_offset)
         except ValueError as e:
             raise ValueError(f"{e} (in {self.dir.name})") from None
+
+    def split_overflowed_segment(self, seg: LogSegment) -> list[LogSegment]:
+        """``UnifiedLog.splitOverflowedSegment`` on a live log (the cleaner found ``seg``'s
+        offsets overflowing 32-bit relative offsets): the segment is split as recovery splits
+        it (crash-safe through ``.cleaned``/``.swap``), each piece indexed from its batches."""
+        self._check_writable()
+        with self._lock:
+            pieces = self._local.split_segment(seg)
+            self._check_invariant("segment split")
+            return pieces
+
+    def deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+                           ) -> list[LogSegment]:
+        """``LocalLog.deletableSegments`` with ``UnifiedLog``'s guard (the segment lies wholly
+        below the high watermark); see ``LocalLog.deletable_segments``."""
+        return self._local.deletable_segments(predicate, self.high_watermark, self._log_end_offset)
 
     def higher_segments(self, offset: int) -> list[LogSegment]:
         """``LogSegments.higherSegments``: the segments whose base offset is strictly greater
@@ -416,8 +278,8 @@ class Log:
         limit = max_batch_bytes or min(self.config.max_message_bytes, 1 << 20)
         raw = encode_batches(records, compression=codec, max_batch_bytes=limit,
                              base_offset=self._log_end_offset, now_ms=self.clock())
-        return self._append(raw, assign_offsets=True, leader_epoch=None,
-                            origin=AppendOrigin.CLIENT, owned=True)
+        return append.append_batches(self, raw, assign_offsets=True, leader_epoch=None,
+                                     origin=AppendOrigin.CLIENT, owned=True)
 
     def _default_compression(self) -> str:
         t = self.config.compression_type
@@ -440,121 +302,8 @@ class Log:
         is a ``bytearray`` the caller hands over (patched in place instead of copied; the
         caller must not use it afterwards)."""
         origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-        return self._append(batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
-                            origin=origin, owned=owned and isinstance(batches, bytearray))
-
-    def append_from_file(self, fd: int, batches: BatchArrays, *, max_append_bytes: int = 8 << 20) -> AppendInfo:
-        """Append whole v2 batches straight from the file ``fd`` with kernel-side copies
-        (``LogSegment.append_from_file``), for a trusted writer that already checked their
-        CRCs and numbered them from the log end offset (the Spark sink's staged files:
-        ``batches`` is their header walk, positions in the file). What ``append_raw`` does
-        after validating a producer's request is done here too, in pieces of at most
-        ``max_append_bytes`` (or ``segment.bytes``): the roll rule, the producer-state checks
-        of epochs, sequences and transactions (a duplicate is refused: a trusted writer never
-        repeats a batch), the indexes, the log end offset and the flush policy."""
-        self._check_writable()
-        started = time.perf_counter_ns()
-        n = len(batches)
-        if n == 0:
-            return AppendInfo(-1, -1, -1, -1, 0, 0, 0)
-        limit = min(max_append_bytes, self.config.segment_bytes)
-        ends = batches.position + batches.size
-        with self._lock:
-            first = self._log_end_offset
-            lo = 0
-            while lo < n:
-                hi = max(int(np.searchsorted(ends, batches.position[lo] + limit, side="right")), lo + 1)
-                self._append_group_from_file(fd, batches, lo, hi)
-                lo = hi
-            records = int(batches.records_count.sum())
-            size = int(batches.size.sum())
-            self._count_append(records, size, started)
-            max_ts, shallow = _max_timestamp_and_offset(batches.max_timestamp, batches.last_offset)
-            return AppendInfo(first, self._log_end_offset - 1, max_ts, shallow, n, records, size)
-
-    def can_take_segment_file(self, path: Path, batches: BatchArrays) -> bool:
-        """Whether ``append_segment_file`` can take the file at ``path``: its batches fit one
-        segment (``segment.bytes``, relative offsets, index entries) and it is on this log's
-        file system, so a rename moves it in."""
-        n = len(batches)
-        if n == 0 or batches.end > self.config.segment_bytes:
-            return False
-        if int(batches.last_offset[-1]) - int(batches.base_offset[0]) > INT_MAX:
-            return False
-        # at most one entry per batch in each index; the time index keeps one slot for the
-        # entry of the roll (TimeIndex.isFull)
-        if n >= self.config.segment_index_bytes // 12:
-            return False
-        try:
-            return os.stat(path).st_dev == os.stat(self.dir).st_dev
-        except OSError:
-            return False
-
-    def append_segment_file(self, path: Path, batches: BatchArrays) -> AppendInfo:
-        """Append whole v2 batches by making the file at ``path`` a segment of its own: the log
-        rolls at its end offset and the file is renamed into the new segment's ``.log``, so its
-        bytes are neither read nor copied. For a trusted writer with a file of batches too
-        large to be worth copying (the Spark sink's big staged files), checked by
-        ``can_take_segment_file``; as for ``append_from_file`` the writer has checked their
-        CRCs and numbered them from the log end offset, and ``batches`` is their header walk.
-        The producer-state checks, the indexes, the log end offset and the flush policy are
-        those of ``append_from_file``; a roll is one Kafka makes too (any offset may start a
-        segment), the file only decides where the next one starts."""
-        self._check_writable()
-        started = time.perf_counter_ns()
-        if not self.can_take_segment_file(path, batches):
-            raise InvalidConfigError(f"{path} cannot become a segment of {self.dir.name}: empty, "
-                                     f"larger than segment.bytes, too many batches to index, "
-                                     f"or on another file system")
-        lasts = batches.last_offset
-        max_ts, shallow = _max_timestamp_and_offset(batches.max_timestamp, lasts)
-        first, last = int(batches.base_offset[0]), int(lasts[-1])
-        records = int(batches.records_count.sum())
-        with self._lock:
-            if first != self._log_end_offset:
-                raise InvalidOffsetError(f"Batches numbered from {first} cannot be appended to "
-                                         f"{self.dir.name}, which ends at {self._log_end_offset}")
-            now = self.clock()
-            pending = self.producer_state.analyze_append(
-                ((None, batches.info(i)) for i in range(len(batches))), AppendOrigin.CLIENT,
-                segment_base_offset=first, start_position=0)
-            if pending.duplicate is not None:
-                raise InvalidOffsetError(f"Batches appended to {self.dir.name} repeat the "
-                                         f"producer's batch {pending.duplicate}: not appended")
-            seg = self.roll(first)
-            seg.take_log_file(path, batches.end, last, max_ts, shallow, batches)
-            self._local.dir_dirty = True
-            self._appended(seg, batches, pending, last, records, now)
-            self._count_append(records, batches.end, started)
-            return AppendInfo(first, last, max_ts, shallow, len(batches), records, batches.end)
-
-    def _append_group_from_file(self, fd: int, scan: BatchArrays, lo: int, hi: int) -> None:
-        start = int(scan.position[lo])
-        size = int(scan.position[hi - 1] + scan.size[hi - 1]) - start
-        if size > self.config.segment_bytes:
-            raise RecordTooLargeError(
-                f"Message batch size is {size} bytes in append to partition {self.dir.name} which "
-                f"exceeds the maximum configured segment size of {self.config.segment_bytes}.")
-        group = BatchArrays(scan.fields[lo:hi].copy(), size)
-        group.fields[:, HeaderColumn.POSITION] -= start
-        lasts = group.last_offset
-        max_ts, shallow = _max_timestamp_and_offset(group.max_timestamp, lasts)
-        first, last = int(group.base_offset[0]), int(lasts[-1])
-        if first != self._log_end_offset:
-            raise InvalidOffsetError(f"Batches numbered from {first} cannot be appended to "
-                                     f"{self.dir.name}, which ends at {self._log_end_offset}")
-        now = self.clock()
-        seg = self._maybe_roll(size, max_ts, last, first, now)
-        psm = self.producer_state
-        # UnifiedLog.analyzeAndValidateProducerState: epochs, sequences, the open transaction
-        pending = psm.analyze_append(((None, group.info(i)) for i in range(hi - lo)),
-                                     AppendOrigin.CLIENT, segment_base_offset=seg.base_offset,
-                                     start_position=seg.size)
-        if pending.duplicate is not None:
-            raise InvalidOffsetError(f"Batches appended to {self.dir.name} repeat the producer's "
-                                     f"batch {pending.duplicate}: not appended")
-        seg.append_from_file(fd, start, size, last, max_ts, shallow, group)
-        self._appended(seg, group, pending, last, int(group.records_count.sum()), now)
+        return append.append_batches(self, batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
+                                     origin=origin, owned=owned and isinstance(batches, bytearray))
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | str | int, coordinator_epoch: int,
@@ -570,126 +319,24 @@ class Log:
         ts = self.clock() if timestamp is None else timestamp
         raw = end_transaction_marker_batch(marker, offset=self._log_end_offset, timestamp=ts,
                                            producer_id=producer_id, producer_epoch=producer_epoch)
-        return self._append(raw, assign_offsets=True, leader_epoch=leader_epoch,
-                            origin=AppendOrigin.COORDINATOR)
+        return append.append_batches(self, raw, assign_offsets=True, leader_epoch=leader_epoch,
+                                     origin=AppendOrigin.COORDINATOR)
 
-    def _append(self, batches, *, assign_offsets: bool, leader_epoch: int | None,
-                origin: AppendOrigin, owned: bool = False) -> AppendInfo:
-        """The append path, over whole appends at once: one compiled walk of the batch headers
-        (CRCs checked), one of the records (``LogValidator``), offsets and epochs patched into
-        the headers with numpy, one write. ``owned``: ``batches`` is a writable buffer of ours
-        (just encoded), patched in place instead of copied."""
-        self._check_writable()
-        started = time.perf_counter_ns()
-        buf = batches if owned else bytearray(batches)
-        with self._lock:
-            scan = scan_batches(buf, verify=True)
-            if scan.legacy_at_end:
-                raise InvalidConfigError(
-                    f"only record batches of magic 2 can be appended (found magic "
-                    f"{int(read_field(buf, [scan.end], BatchField.MAGIC)[0])} at position {scan.end})")
-            if scan.end != len(buf):
-                raise CorruptRecordError(f"append of {len(buf)} bytes ends with "
-                                         f"{len(buf) - scan.end} bytes that are not a whole batch",
-                                         position=scan.end)
-            n = len(scan)
-            if n == 0:
-                return AppendInfo(-1, -1, -1, -1, 0, 0, 0)
-            if len(buf) > self.config.segment_bytes:
-                raise RecordTooLargeError(
-                    f"Message batch size is {len(buf)} bytes in append to partition {self.dir.name} "
-                    f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
-            sizes, positions = scan.size, scan.position
-            too_big = np.flatnonzero(sizes > self.config.max_message_bytes)
-            if too_big.size:
-                i = int(too_big[0])
-                raise RecordTooLargeError(
-                    f"The batch at position {int(positions[i])} is {int(sizes[i])} bytes, larger "
-                    f"than max.message.bytes {self.config.max_message_bytes}")
-            validate_batches(buf, scan, name=self.dir.name, client=assign_offsets,
-                             allow_control=origin is AppendOrigin.COORDINATOR,
-                             require_keys=assign_offsets and self.config.compact,
-                             max_decompressed=default_max_decompressed(self.config.max_message_bytes),
-                             timestamp_window=self._timestamp_window() if assign_offsets else None)
-            now = self.clock()
-            lat = self.config.message_timestamp_type == "LogAppendTime"
-            bases = assign_batch_offsets(buf, scan, log_end=self._log_end_offset, assign=assign_offsets,
-                                         leader_epoch=leader_epoch, log_append_time=now if lat else None,
-                                         name=str(self.dir))
-            lasts = bases + scan.column("last_offset_delta")
-            max_ts, shallow = _max_timestamp_and_offset(scan.max_timestamp, lasts)
-            records = int(scan.records_count.sum())
-            first, last = int(bases[0]), int(lasts[-1])
-            seg = self._maybe_roll(len(buf), max_ts, last, first, now)
-            psm = self.producer_state
-            pending = None
-            with_pid = np.flatnonzero(scan.column("producer_id") != -1)
-            if with_pid.size:
-                # UnifiedLog.analyzeAndValidateProducerState, on the batches as patched
-                pending = psm.analyze_append(((buf, scan.info(int(i))) for i in with_pid), origin,
-                                             segment_base_offset=seg.base_offset,
-                                             start_position=seg.size)
-                if pending.duplicate is not None:
-                    dup = pending.duplicate
-                    return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                      dup.last_offset, n, records, 0,
-                                      dup.timestamp if lat else -1)
-            seg.append(last, max_ts, shallow, buf, batches=scan)
-            self._appended(seg, scan, pending, last, records, now)
-            self._count_append(records, len(buf), started)
-            return AppendInfo(first, last, max_ts, shallow, n, records, len(buf),
-                              now if lat else -1)
+    def append_from_file(self, fd: int, batches: BatchArrays, *, max_append_bytes: int = 8 << 20) -> AppendInfo:
+        """Append whole v2 batches straight from the file ``fd`` with kernel-side copies, for a
+        trusted writer that checked their CRCs and numbered them from the log end offset
+        (``batches``: their header walk); see ``storage_core.log.append.append_from_file``."""
+        return append.append_from_file(self, fd, batches, max_append_bytes=max_append_bytes)
 
-    def _appended(self, seg: LogSegment, scan: BatchArrays, pending, last: int, records: int,
-                  now: int) -> None:
-        """What follows the write of batches ending at ``last`` into ``seg`` (UnifiedLog.append
-        after the segment append): epochs, the log end offset, producer state, the flush policy."""
-        self._note_epochs(scan)
-        self._log_end_offset = last + 1
-        psm = self.producer_state
-        if pending is not None:
-            psm.finish_append(pending, next_offset=last + 1, on_aborted_txn=seg.update_txn_index)
-        else:
-            psm.update_map_end_offset(last + 1)
-        psm.on_high_watermark_updated(self.high_watermark)
-        self._unflushed += records
-        self._flush_per_policy(now)
+    def can_take_segment_file(self, path: Path, batches: BatchArrays) -> bool:
+        """Whether ``append_segment_file`` can take the file at ``path`` (fits one segment, on
+        this log's file system)."""
+        return append.can_take_segment_file(self, path, batches)
 
-    def _count_append(self, records: int, size: int, started_ns: int) -> None:
-        m = self.metrics
-        m.appends += 1
-        m.appended_records += records
-        m.appended_bytes += size
-        m.append_time_ns += time.perf_counter_ns() - started_ns
-
-    def _note_epochs(self, scan: BatchArrays) -> None:
-        """Record in the leader-epoch cache every batch that starts a higher epoch."""
-        epochs = scan.column("partition_leader_epoch")
-        if not epochs.size or epochs.max() < 0:
-            return
-        latest = self.leader_epoch_cache.latest_epoch
-        running = np.maximum.accumulate(np.concatenate(([-1 if latest is None else latest],
-                                                        epochs)))[:-1]
-        for i in np.flatnonzero(epochs > running).tolist():
-            self.leader_epoch_cache.assign(int(epochs[i]), int(scan.base_offset[i]))
-
-    def _timestamp_window(self) -> tuple[int, int] | None:
-        """The CreateTime window a producer's records must fall in, or None when unbounded."""
-        c = self.config
-        if c.message_timestamp_type != "CreateTime" or (
-                c.message_timestamp_before_max_ms == LONG_MAX
-                and c.message_timestamp_after_max_ms == LONG_MAX):
-            return None
-        now = self.clock()
-        return now - c.message_timestamp_before_max_ms, now + c.message_timestamp_after_max_ms
-
-    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int,
-                    now: int) -> LogSegment:
-        seg = self._local.active_segment
-        if seg.should_roll(incoming_bytes=size, max_timestamp_in_messages=max_ts,
-                           max_offset_in_messages=last_offset, now_ms=now):
-            return self.roll(first_offset)
-        return seg
+    def append_segment_file(self, path: Path, batches: BatchArrays) -> AppendInfo:
+        """Append whole v2 batches by renaming the file at ``path`` into a new segment, for a
+        trusted writer as ``append_from_file``; see ``storage_core.log.append.append_segment_file``."""
+        return append.append_segment_file(self, path, batches)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``
@@ -778,128 +425,21 @@ class Log:
 
     def fetch(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
               isolation: str = "read_uncommitted") -> FetchResult:
-        """``read`` plus the offset the next fetch starts from: past every batch this one read,
-        also when all its records were left out (control batches, aborted transactions,
-        compacted-away batches), capped at the isolation level's end and ``max_offset``.
-        A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``.
+        """``read`` plus the offset the next fetch starts from (see ``storage_core.log.read.fetch``).
+        A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``;
+        ``read_committed`` stops at the last stable offset and leaves out aborted transactions."""
+        return read.fetch(self, offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
 
-        ``read_committed`` stops at the last stable offset and leaves out the records of aborted
-        transactions: the aborted transactions overlapping the read come from the segments' txn
-        indexes (``LocalLog.collectAbortedTransactions``) and a transactional record of producer
-        P is dropped when it lies between the first offset and the ABORT marker of one of P's
-        aborted transactions, which is what the consumer's ``CompletedFetch`` decides batch by
-        batch, computed here over whole columns."""
-        if isolation not in ("read_uncommitted", "read_committed"):
-            raise InvalidConfigError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
-        committed = isolation == "read_committed"
-        with self._lock:
-            upper = self.last_stable_offset if committed else self.high_watermark
-            segments = self._segments.values()
-            self._check_in_range(offset)
-        if max_offset is not None:
-            upper = min(upper, max_offset)
-        if offset >= upper:
-            return FetchResult(empty_table(), offset)
-        parts = self._read_parts(offset, max_bytes)
-        read = sum(len(data) for _, _, data in parts)
-        if self.read_only and (LogView.out_of_date(segments, offset, read)
-                               or not parts and offset < self._log_end_offset):
-            # (nothing at an offset below the end: the files were rewritten under the view)
-            self._relist_reader_view(offset)
-            if offset >= self.log_start_offset:
-                # what was read may predate a truncation: read again from the files as they are
-                return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
-            # retention moved the log start past it: the records read are still the ones
-            # written at those offsets (a consumer would skip forward on its next fetch)
-            if not parts:
-                self._check_in_range(offset)        # OffsetOutOfRangeError
-        decoded, run_next = self._decode_parts(parts, max_bytes)
-        if run_next < 0:
-            return FetchResult(empty_table(), offset)
-        table = decoded
-        next_offset = max(offset, min(upper, run_next))
-        # offsets increase through a log: the wanted rows are one slice (zero copy)
-        offsets = table.column("offset").to_numpy()
-        lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
-        table = table.slice(lo, max(0, hi - lo))
-        keep = None
-        control = table.column("isControl")
-        if pc.any(control).as_py():
-            keep = pc.invert(control)
-        if committed and table.num_rows and self.read_only:
-            # a reader cannot tell a segment without .txnindex (no abort in it) from one whose
-            # index is missing (a copy of the .log files): it takes the aborts from the
-            # markers themselves, as recovery rebuilds the index, never from the index
-            aborted_rows = aborted_by_markers(decoded, segments, run_next)[lo:hi]
-            if aborted_rows.any():
-                mask = pa.array(~aborted_rows)
-                keep = mask if keep is None else pc.and_(keep, mask)
-        elif committed and table.num_rows:
-            fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
-            holding = segments[floor_index([s.base_offset for s in segments], offset):]
-            aborted = LocalLog.collect_aborted_txns(holding, offset, fetched_end)
-            if aborted:
-                mask = pa.array(~_aborted_mask(table, aborted))
-                keep = mask if keep is None else pc.and_(keep, mask)
-        return FetchResult(table if keep is None else table.filter(keep), next_offset)
-
-    def _decode_parts(self, parts: list[tuple[LogSegment, int, bytes]], max_bytes: int
-                      ) -> tuple[pa.Table, int]:
-        """The records of ``_read_parts``' bytes and the offset after the last batch decoded
-        (-1: none). Decoding stops after the batch whose records take the decoded size to
-        ``max_bytes``: a fetch's bytes bound its table too, whatever the compression ratio (a
-        few kilobytes of zstd can hold a gigabyte of records). Errors name the segment file and
-        the byte position in it."""
-        tables: list[pa.Table] = []
-        next_offset = -1
-        budget = max_bytes
-        for seg, position, data in parts:
-            try:
-                run = decode_run(data, max_decoded=max(budget, 0), check_order=True,
-                                 max_decompressed=default_max_decompressed(self.config.max_message_bytes))
-            except CorruptRecordError as e:
-                raise e.located(source=str(seg.log_path), base_position=position) from e.__cause__
-            if run.batches:
-                tables.append(run.table)
-                next_offset = run.next_offset
-            budget -= run.decoded_bytes
-            if budget <= 0 or run.partial:
-                break
-        if not tables:
-            return empty_table(), next_offset
-        return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), next_offset
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """``UnifiedLog.fetchOffsetByTimestamp`` with ListOffsets' special timestamps (see
+        ``storage_core.log.read.fetch_offset_by_timestamp``)."""
+        return read.fetch_offset_by_timestamp(self, timestamp)
 
     def offsets_for_times(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is at or after ``timestamp``, as Kafka's
         ListOffsets answers it; None if every record is older."""
         found = self.fetch_offset_by_timestamp(timestamp)
         return None if found is None else found.offset
-
-    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """``UnifiedLog.fetchOffsetByTimestamp``, with ListOffsets' special timestamps:
-        -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the largest
-        timestamp; otherwise the first record at or after ``timestamp`` with its leader epoch."""
-        with self._lock:
-            segments = self._segments.values()
-            start, end = self.log_start_offset, self._log_end_offset
-        cache = self.leader_epoch_cache
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return TimestampAndOffset(-1, start, cache.epoch_for_offset(start))
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, end, cache.latest_epoch)
-        if timestamp == MAX_TIMESTAMP:
-            best = max(segments, key=lambda s: s.max_timestamp_so_far.timestamp, default=None)
-            if best is None or best.max_timestamp_so_far.timestamp < 0:
-                return None
-            # the index keeps the batch; Kafka answers with the record carrying the maximum
-            return best.find_offset_by_timestamp(best.max_timestamp_so_far.timestamp, start)
-        if timestamp < 0:
-            raise InvalidConfigError(f"Invalid timestamp {timestamp} for a ListOffsets lookup")
-        # the first segment whose largest timestamp reaches it
-        target = next((s for s in segments if s.largest_timestamp >= timestamp), None)
-        if target is None:
-            return None
-        return target.find_offset_by_timestamp(timestamp, max(start, target.base_offset))
 
     # ---------------------------------------------------------------------------- truncation
 
@@ -991,86 +531,10 @@ class Log:
     # ---------------------------------------------------------------------------- retention
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """``UnifiedLog.deleteOldSegments``: with ``cleanup.policy`` containing ``delete``, the
-        segments below the log start offset, then those over ``retention.bytes``, then those
-        older than ``retention.ms`` (each judged by its largest timestamp, else its file's
-        mtime); otherwise (compact only) just those below the log start offset. Oldest first,
-        stopping at the first segment that must stay. Returns how many segments went; their
-        files are renamed ``.deleted`` now and removed after ``file.delete.delay.ms``."""
-        self._check_writable()
-        now = self.clock() if now_ms is None else now_ms
-        with self._lock:
-            self.metrics.retention_runs += 1
-            deleted = self._delete_log_start_offset_breached()
-            if self.config.delete:
-                deleted += self._delete_retention_size_breached()
-                deleted += self._delete_retention_ms_breached(now)
-            self.delete_expired_files(now)
-            return deleted
-
-    def _delete_log_start_offset_breached(self) -> int:
-        start = self.log_start_offset
-        return self._delete_old_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= start,
-                                         "log start offset breach")
-
-    def _delete_retention_size_breached(self) -> int:
-        retention = self.config.retention_bytes
-        size = self.size
-        if retention < 0 or size < retention:
-            return 0
-        diff = size - retention
-
-        def over(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-            nonlocal diff
-            if diff - seg.size >= 0:
-                diff -= seg.size
-                return True
-            return False
-
-        return self._delete_old_segments(over, f"retention size {retention} breach")
-
-    def _delete_retention_ms_breached(self, now: int) -> int:
-        retention = self.config.retention_ms
-        if retention < 0:
-            return 0
-        return self._delete_old_segments(lambda seg, _nxt: now - seg.largest_timestamp > retention,
-                                         f"retention time {retention}ms breach")
-
-    def deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-                           ) -> list[LogSegment]:
-        """``LocalLog.deletableSegments`` with ``UnifiedLog``'s guard: from the oldest segment,
-        while ``predicate(segment, next segment)`` holds and the segment lies wholly below the
-        high watermark; an empty last segment never qualifies."""
-        out: list[LogSegment] = []
-        segs = self._segments.values()
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._log_end_offset
-            # the high watermark guard first: the log start offset never passes it
-            if not (self.high_watermark >= upper and predicate(seg, nxt)) or \
-                    (nxt is None and seg.size == 0):
-                break
-            out.append(seg)
-        return out
-
-    def _delete_old_segments(self, predicate, reason: str) -> int:
-        """``UnifiedLog.deleteOldSegments(predicate, reason)`` and ``deleteSegments``."""
-        deletable = self.deletable_segments(predicate)
-        if not deletable:
-            return 0
-        doomed = deletable
-        if len(self._segments) == len(deletable):
-            # a log always has a segment: deleting them all rolls a new one first, at the LEO
-            new = self.roll()
-            if deletable[-1].base_offset == new.base_offset:
-                logger.warning("Empty active segment at %d of %s was kept (%s)", new.base_offset,
-                            self.dir.name, reason)
-                doomed = deletable[:-1]
-        logger.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), self.dir.name, reason,
-                 ", ".join(str(s.base_offset) for s in doomed))
-        self._remove_and_delete_segments(doomed, reason)
-        self._maybe_increment_log_start_offset(self._segments.first_segment.base_offset)
-        return len(deletable)
+        """``UnifiedLog.deleteOldSegments``: see ``storage_core.log.retention``. Returns how many
+        segments went; their files are renamed ``.deleted`` now and removed after
+        ``file.delete.delay.ms``."""
+        return retention.delete_old_segments(self, now_ms)
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         """``UnifiedLog.maybeIncrementLogStartOffset``."""
@@ -1187,7 +651,7 @@ class Log:
                 self._local.close_pending()
                 for seg in self._retired:
                     seg.close(final_entries=False)
-                self._release()
+                self._local.release()
 
     def delete(self) -> None:
         """``UnifiedLog.delete``: remove every segment, snapshot and checkpoint entry of this
@@ -1209,7 +673,7 @@ class Log:
                 if entries.pop(key, None) is not None:
                     cp.write(entries)
             self._closed = True
-            self._release()
+            self._local.release()
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def _check_writable(self) -> None:

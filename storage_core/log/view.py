@@ -38,6 +38,13 @@ from .segments import floor_index
 logger = logging.getLogger(__name__)
 
 
+def log_start_offset(checkpointed: int, first_base: int | None) -> int:
+    """The log start offset a load finds: the one the data directory's
+    ``log-start-offset-checkpoint`` records (0 without an entry), raised to the first segment's
+    base (``LogLoader``: ``max(logStartOffsetCheckpoint, segments.firstSegment.baseOffset)``)."""
+    return checkpointed if first_base is None else max(checkpointed, first_base)
+
+
 class LogView:
     """The partition directory ``directory`` as a reader sees it now; every method looks at the
     files afresh (nothing is cached) and writes nothing."""
@@ -60,7 +67,7 @@ class LogView:
                 (tp.topic, tp.partition), 0)
         except (OSError, KafkaLogError):
             checkpoint = 0
-        return max(checkpoint, min(self.segment_base_offsets(), default=0))
+        return log_start_offset(checkpoint, min(self.segment_base_offsets(), default=0))
 
     def segments_holding(self, offset: int, *, attempts: int = 50) -> list[int] | None:
         """The segment base offsets now, if ``offset`` is still in the log (at or above the log
@@ -78,11 +85,15 @@ class LogView:
             time.sleep(0.02)
         return None
 
+    def open_segment(self, base_offset: int) -> LogSegment:
+        """The segment at ``base_offset`` opened read-only (``FileNotFoundError`` if it is gone);
+        the caller closes it with ``close(final_entries=False)``."""
+        return LogSegment.open(self.dir, base_offset, self.config, writable=False)
+
     @contextmanager
     def segment(self, base_offset: int) -> Iterator[LogSegment]:
-        """The segment at ``base_offset`` opened read-only (``FileNotFoundError`` if it is gone),
-        closed without touching its indexes."""
-        seg = LogSegment.open(self.dir, base_offset, self.config, writable=False)
+        """``open_segment`` as a context manager."""
+        seg = self.open_segment(base_offset)
         try:
             yield seg
         finally:
@@ -232,4 +243,4 @@ def aborted_by_markers(table: pa.Table, segments: list[LogSegment], next_offset:
     return aborted
 
 
-__all__ = ["LogView", "OngoingTransactions", "aborted_by_markers"]
+__all__ = ["LogView", "OngoingTransactions", "aborted_by_markers", "log_start_offset"]
