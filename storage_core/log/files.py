@@ -40,10 +40,14 @@ DATA_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                         REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 
 
+_PREFIX_LENGTH = len(filename_prefix(0))
+
+
 def is_offset_named(name: str) -> bool:
     """The name starts with a 20-digit offset (``filename_prefix``): a segment, index or snapshot
     file in any state, not a checkpoint or a stranger's file."""
-    return len(name) > 20 and name[:20].isdigit() and name[20] == "."
+    n = _PREFIX_LENGTH
+    return len(name) > n and name[:n].isdigit() and name[n] == "."
 
 
 def is_segment_file(name: str) -> bool:

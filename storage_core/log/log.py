@@ -468,6 +468,8 @@ class Log:
                 # log whose offsets below the target were cleaned away the end is the target,
                 # not the emptied segment's base
                 self._log_end_offset = min(offset, int(read_field(head, [0], BatchField.BASE_OFFSET)[0]))
+            # UnifiedLog.truncateTo: logStartOffset = min(targetOffset, logStartOffset)
+            self.log_start_offset = min(self.log_start_offset, self._log_end_offset)
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             if self._log_end_offset == self.log_start_offset and len(self._segments) == 1 and \

@@ -2,8 +2,9 @@
 
 A segment appends whole runs of batches, indexes them with Kafka's exact interval rule, finds
 offsets and timestamps through its indexes, recovers itself by validating every batch and
-rebuilding its indexes, and knows when it should roll. Reads go through a read-only map of the
-file, so they never block the writer and see exactly the bytes appended so far.
+rebuilding its indexes, and knows when it should roll. Reads are positioned reads (``pread``) of
+the file, never a map of it: they never block the writer, see exactly the bytes appended so far,
+and a writer in another process that shortens the file cannot fault a reader (SIGBUS).
 """
 
 from __future__ import annotations
