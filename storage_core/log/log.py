@@ -31,7 +31,7 @@ from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                           validate_topic_name, without_invalid_topics)
 from ..common import wall_ms
 from ..config import LogConfig
-from ..errors import (KafkaLogError, LogInvariantError, OffsetOutOfRangeError)
+from ..errors import KafkaLogError, LogInvariantError, OffsetOutOfRangeError
 from ..format import encode_batches
 from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, read_field
 from ..format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
@@ -50,14 +50,15 @@ logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 
+
 class Log:
     """One partition directory (Kafka's ``UnifiedLog``). Open with ``Log.open``; close (or use
     ``with``) when done.
 
     The segments and their files belong to a ``LocalLog`` (``_local``; its ``LogSegments`` is
     ``_segments``), opening is ``LogLoader``'s, a reader's listing ``LogView``'s; this class
-    keeps the offsets, the producer state and the leader-epoch cache, and decides appends,
-    reads, truncation and retention.
+    keeps the offsets, the producer state and the leader-epoch cache, and decides appends
+    (``log/append.py``), reads (``log/read.py``), truncation and retention (``log/retention.py``).
 
     Thread-safety: one ``RLock`` (``_lock``) guards the segment map, the offsets
     (``log_start_offset``, ``recovery_point``, the log end offset), the producer state, the
@@ -66,8 +67,9 @@ class Log:
     read is positioned, so it never blocks an append). Across processes one writer holds an
     ``flock`` on the directory; readers open it ``read_only`` and take no lock.
 
-    Invariant: ``log_start_offset <= recovery_point <= log_end_offset``, checked after load,
-    truncation and segment replacement (``LogInvariantError`` names the directory and all three).
+    Invariant: ``log_start_offset <= recovery_point <= log_end_offset`` (after a roll past the end,
+    the empty active segment's base bounds the recovery point), checked after load, truncation and
+    segment replacement (``LogInvariantError`` names the directory and all three).
     """
 
     def __init__(self, directory: Path, config: LogConfig, *, read_only: bool = False,
@@ -263,7 +265,9 @@ class Log:
         """``log_start_offset <= recovery_point <= log_end_offset``, checked after a load, a
         truncation and a segment replacement (the changes that move all three)."""
         start, rp, end = self.log_start_offset, self.recovery_point, self._log_end_offset
-        if not start <= rp <= end:
+        # a roll past the end (LocalLog.roll(expectedNextOffset)) flushes up to the new, empty
+        # segment's base, as Kafka does: the bound is the offset the next record will take
+        if not start <= rp <= max(end, self._local.active_segment.base_offset if self._segments else end):
             raise LogInvariantError(
                 f"{self.dir}: after {after} the log start offset {start}, recovery point {rp} and "
                 f"log end offset {end} break log_start_offset <= recovery_point <= log_end_offset")
