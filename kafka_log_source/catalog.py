@@ -5,9 +5,7 @@ read-only (the driver's side of what Spark's ``KafkaOffsetReaderAdmin`` asks a b
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Iterator
 
 from storage_core.checkpoint import parse_topic_partition_dir, topic_id_to_str
 from storage_core.errors import KafkaLogError
-from storage_core.log import Log
+from storage_core.log import Log, bases_in_range
 
 from .offsets import TopicPartition
 from .options import Assign, Strategy, Subscribe
@@ -89,27 +87,10 @@ def topic_id_str(log: Log) -> str | None:
     return None if log.topic_id is None else topic_id_to_str(log.topic_id)
 
 
-def current_log_start(path: Path) -> int:
-    """The log start offset now, without opening the log: the data directory's
-    log-start-offset checkpoint and the first segment file (``Log``'s own rule)."""
-    from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-
-    tp = parse_topic_partition_dir(path.name)
-    try:
-        checkpoint = OffsetCheckpointFile(path.parent / LOG_START_OFFSET_CHECKPOINT).read().get(
-            (tp.topic, tp.partition), 0)
-    except (OSError, KafkaLogError):
-        checkpoint = 0
-    bases = [int(n[:20]) for n in os.listdir(path) if n.endswith(".log") and n[:20].isdigit()]
-    return max(checkpoint, min(bases, default=0))
-
-
 def segments_for(info: PartitionInfo, start: int, end: int) -> tuple[int, ...]:
-    """The base offsets of the segments holding ``[start, end)``."""
-    bases = info.segments
-    first = max(0, bisect.bisect_right(bases, start) - 1)
-    last = max(first, bisect.bisect_right(bases, end - 1) - 1)
-    return bases[first:last + 1]
+    """The base offsets of the segments holding ``[start, end)`` (``LogSegments.values``'s
+    range), at least the one holding ``start`` even when the range is empty."""
+    return tuple(bases_in_range(info.segments, start, max(end, start + 1)))
 
 
 def offset_for_timestamp(path: Path, timestamp: int) -> int | None:

@@ -2,17 +2,15 @@
 from its segment files and yielded as Arrow record batches in the exact schema Spark expects.
 
 Everything a task needs travels in the ``KafkaLogInputPartition`` (Spark runs ``read`` in another
-process, on a reader that never saw the driver's state). A task opens only the segments its range
-touches and seeks in each through its offset index; ``read_committed`` goes through the partition's
-``Log`` (read-only), which knows the last stable offset and the aborted transactions.
+process, on a reader that never saw the driver's state). A task opens, through the partition's
+``LogView``, only the segments its range touches and seeks in each through its offset index;
+``read_committed`` goes through the partition's ``Log`` (read-only), which knows the last stable
+offset and the aborted transactions.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -24,14 +22,15 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
 
-from storage_core.config import LogConfig
+from storage_core.common import LONG_MAX
 from storage_core.errors import CorruptRecordError, KafkaLogError
 from storage_core.format import decode_run
+from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, read_field
 from storage_core.format.columnar import DecodedRun
 from storage_core.format.log_input_stream import max_batch_read_size
-from storage_core.log import LogSegment
+from storage_core.log import LogSegment, LogView, bases_in_range
 
-from .catalog import current_log_start, open_partition
+from .catalog import open_partition
 from .offsets import EARLIEST, LATEST
 
 logger = logging.getLogger(__name__)
@@ -141,25 +140,24 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
     if p.isolation == "read_committed":
         yield from _committed_tables(p)
         return
-    offset, path = p.start, Path(p.path)
+    offset, view = p.start, LogView(p.path)
     # the log start now: a planned DataFrame may run again after retention or deleteRecords
-    earliest = max(p.earliest, current_log_start(path))
+    earliest = max(p.earliest, view.log_start_offset())
     if offset < earliest:
         offset = _data_lost(p, offset, min(earliest, p.end), "the log starts after it")
-    config = LogConfig()
     planned = list(p.segments)
     i, replanned = 0, 0
     while i < len(planned):
         base = planned[i]
         try:
-            seg = LogSegment.open(path, base, config, writable=False)
+            seg = view.open_segment(base)          # positioned reads, never a map: SIGBUS-safe
         except FileNotFoundError:
-            current = _current_segments(path, offset) if replanned < 3 else None
+            current = view.segments_holding(offset) if replanned < 3 else None
             if current is not None:
                 # the cleaner replaced it (offsets never change, segments may be merged): read
                 # on from the segment that holds the offset now
                 replanned += 1
-                planned[i:] = [b for b in _holding(current, offset) if b < p.end] or [current[-1]]
+                planned[i:] = bases_in_range(current, offset, p.end) or [current[-1]]
                 continue
             # deleted by retention since planning: the rest of the range starts later
             nxt = planned[i + 1] if i + 1 < len(planned) else p.end
@@ -195,29 +193,6 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
         _data_lost(p, offset, p.end, "the log ends before it")
 
 
-def _holding(bases: list[int], offset: int) -> list[int]:
-    """``bases`` from the one holding ``offset`` on."""
-    first = max(0, bisect.bisect_right(bases, offset) - 1)
-    return bases[first:]
-
-
-def _current_segments(path: Path, offset: int, *, attempts: int = 50) -> list[int] | None:
-    """The segment base offsets of ``path`` now, if ``offset`` is still in the log (at or above
-    the log start offset, some segment at or below it), else None (retention removed it).
-    A cleaner's swap renames the old files ``.deleted`` a moment before its ``.swap`` files take
-    their names: while ``.swap`` files are present, look again shortly."""
-    for _ in range(attempts):
-        names = os.listdir(path)
-        bases = sorted(int(n[:20]) for n in names if n.endswith(".log") and n[:20].isdigit())
-        swapping = any(n.endswith(".swap") for n in names)
-        if bases and bases[0] <= offset and current_log_start(path) <= offset and not swapping:
-            return bases
-        if not swapping:
-            return None
-        time.sleep(0.02)
-    return None
-
-
 def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
     with open_partition(Path(p.path)) as log:
         offset = p.start
@@ -250,7 +225,7 @@ def _decode(seg: LogSegment, data: bytes, position: int, max_bytes: int) -> Deco
 
 def _batch_size(data: bytes) -> int:
     """The size of the batch at the start of ``data`` (its length field + the log overhead)."""
-    return int.from_bytes(data[8:12], "big", signed=True) + 12
+    return int(read_field(data, [0], BatchField.LENGTH)[0]) + LOG_OVERHEAD
 
 
 def _visible(table: pa.Table, start: int, end: int) -> pa.Table:
@@ -284,7 +259,7 @@ def to_spark_batches(table: pa.Table, topic: str, partition: int, schema: pa.Sch
     try:
         micros = pc.multiply_checked(ms, 1000)
     except pa.ArrowInvalid:
-        bad = next(v for v in ms.to_pylist() if v is not None and abs(v) > (2**63 - 1) // 1000)
+        bad = next(v for v in ms.to_pylist() if v is not None and abs(v) > LONG_MAX // 1000)
         raise KafkaLogError(
             f"Malformed record timestamp {bad} in topic {topic} partition {partition}: too large "
             f"to convert from milliseconds to microseconds (KAFKA_MALFORMED_RECORD_TIMESTAMP)") \

@@ -6,8 +6,9 @@ So each partition is opened once (read-only) and then followed the way a tailing
 a file: a directory whose modification time is unchanged has the same segments, so only the
 active segment's new bytes are read, and only their batch headers (the compiled header walk)
 move the log end offset and, for ``read_committed``, the open transactions and hence the last
-stable offset. A roll, retention, a truncation or a restarted writer changes the directory (or
-shrinks the file) and makes that one partition load again. A directory that is not the same one
+stable offset (``storage_core.log.OngoingTransactions``). A roll, retention, a truncation or a
+restarted writer changes the directory (or shrinks the file) and makes that one partition load
+again. A directory that is not the same one
 any more (another inode: the topic was deleted and recreated) is always loaded afresh, and its
 topic id (``partition.metadata``) is read again whenever the directory changes.
 """
@@ -18,15 +19,12 @@ import logging
 import os
 from pathlib import Path
 
-import numpy as np
-
 from storage_core.checkpoint import (LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile,
                                       PartitionMetadataFile, topic_id_to_str)
-from storage_core.config import LogConfig
 from storage_core.errors import KafkaLogError
 from storage_core.format.log_input_stream import scan_batches
-from storage_core.format.record_batch import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
-from storage_core.log import LOG_SUFFIX, LogSegment
+from storage_core.log import (LOG_SUFFIX, LogView, OngoingTransactions, log_start_offset,
+                              offset_from_filename, segment_paths)
 
 from .catalog import PartitionInfo, assigned, open_partition, topic_id_str
 from .offsets import TopicPartition
@@ -42,6 +40,7 @@ class PartitionTail:
 
     def __init__(self, path: Path, committed: bool) -> None:
         self.path = path
+        self.view = LogView(path)
         self.committed = committed
         self._dir_mtime: int | None = None
         self._dir_ino: int | None = None
@@ -51,7 +50,7 @@ class PartitionTail:
         self._leo = 0
         self._active: Path | None = None
         self._scanned = 0                          # bytes of the active segment walked so far
-        self._ongoing: dict[int, int] = {}         # producer id -> first offset of its open txn
+        self._txns = OngoingTransactions()
 
     def info(self, log_start_checkpoint: int) -> PartitionInfo | None:
         try:
@@ -73,10 +72,8 @@ class PartitionTail:
             self._dir_mtime = mtime        # taken first: a change while reading reloads again
         elif not self._catch_up():
             self._reload()
-        earliest = max(log_start_checkpoint, self._first_base)
-        latest = self._leo
-        if self.committed and self._ongoing:
-            latest = min(latest, min(self._ongoing.values()))
+        earliest = log_start_offset(log_start_checkpoint, self._first_base)
+        latest = self._txns.last_stable_offset(self._leo) if self.committed else self._leo
         return PartitionInfo(earliest, latest, self._bases, self._topic_id)
 
     def _read_topic_id(self) -> None:
@@ -98,10 +95,10 @@ class PartitionTail:
             self._leo = log.log_end_offset
             self._active = segments[-1].log_path if segments else None
             self._scanned = segments[-1].size if segments else 0
-            self._ongoing = {}
+            self._txns = OngoingTransactions()
             if self.committed:
-                self._ongoing = {txn.producer_id: first
-                                 for first, txn in log.producer_state.ongoing_txns.items()}
+                self._txns = OngoingTransactions({txn.producer_id: first for first, txn
+                                                  in log.producer_state.ongoing_txns.items()})
 
     def _follow_roll(self) -> bool:
         """The directory changed: if it only gained segments after the known ones (a roll), walk
@@ -109,8 +106,7 @@ class PartitionTail:
         if self._active is None:
             return False
         try:
-            bases = tuple(sorted(int(p.name[:20]) for p in self.path.iterdir()
-                                 if p.name.endswith(LOG_SUFFIX) and p.name[:20].isdigit()))
+            bases = tuple(self.view.segment_base_offsets())
         except (FileNotFoundError, ValueError):
             return False
         known = len(self._bases)
@@ -120,7 +116,7 @@ class PartitionTail:
             return False
         for base in bases[known:]:
             self._bases += (base,)
-            self._active = self.path / f"{base:020d}{LOG_SUFFIX}"
+            self._active = segment_paths(self.path, base)[LOG_SUFFIX]
             self._scanned = 0
             if self.committed or base == bases[-1]:
                 if not self._catch_up(whole_file=not self.committed):
@@ -161,30 +157,15 @@ class PartitionTail:
         if len(scan):
             self._leo = int(scan.last_offset[-1]) + 1
             if self.committed:
-                self._follow_transactions(scan)
+                self._txns.follow(scan)
         self._scanned += scan.end
         return True
 
     def _end_from_index(self) -> bool:
-        base = int(self._active.name[:20])
-        seg = LogSegment.open(self.path, base, LogConfig(), writable=False)
-        try:
+        with self.view.segment(offset_from_filename(self._active.name)) as seg:
             self._leo = max(self._leo, seg.read_next_offset())
             self._scanned = seg.size
-        finally:
-            seg.close(final_entries=False)
         return True
-
-    def _follow_transactions(self, scan) -> None:
-        attrs = scan.column("attributes")
-        txn = np.flatnonzero(attrs & TRANSACTIONAL_FLAG_MASK)
-        pids = scan.column("producer_id")
-        for i in txn.tolist():                    # transactional batches only: few per append
-            pid = int(pids[i])
-            if attrs[i] & CONTROL_FLAG_MASK:
-                self._ongoing.pop(pid, None)     # COMMIT or ABORT: the transaction is decided
-            else:
-                self._ongoing.setdefault(pid, int(scan.base_offset[i]))
 
 
 class DataDirView:

@@ -22,6 +22,17 @@ _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def filename_prefix(offset: int) -> str:
+    """``LogFileUtils.filenamePrefixFromOffset``: the offset in 20 digits, zero padded, which
+    names every segment, index and snapshot file of a partition."""
+    return f"{offset:020d}"
+
+
+def offset_from_filename(name: str) -> int:
+    """``LogFileUtils.offsetFromFileName``: the offset a partition file's name starts with."""
+    return int(name[:name.index(".")])
+
+
 def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 

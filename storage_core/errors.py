@@ -102,6 +102,11 @@ class LogLockedError(KafkaLogError):
     """Another process holds the partition's writer lock."""
 
 
+class LogInvariantError(KafkaLogError):
+    """A log's offsets broke ``log_start_offset <= recovery_point <= log_end_offset`` (a bug in
+    the engine or files changed under it); the message names the partition directory and all three."""
+
+
 class LogCleaningAbortedError(KafkaLogError):
     """A clean of a partition was aborted (``LogCleaningAbortedException``): the partition was
     paused, truncated or deleted, or a segment had to be split first. Nothing was swapped in."""

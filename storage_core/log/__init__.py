@@ -1,22 +1,39 @@
 """One partition's log: segments, their files, loading and recovery, and the `Log` facade."""
 
-from .log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log, MAX_TIMESTAMP)
+from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix, is_segment_file,
+                    offset_from_filename, segment_base_offsets, segment_paths, write_all)
+from .log import Log
+from .read import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from .log_metrics import LogMetrics
-from .segment import (CLEANED_SUFFIX, INT_MAX, LOG_SUFFIX, LogSegment, filename_prefix,
-                      offset_from_filename, segment_paths, write_all)
+from .segment import INT_MAX, LogSegment
+from .segments import LogSegments, bases_in_range
+from .view import LogView, OngoingTransactions, log_start_offset
 
 __all__ = [
     "CLEANED_SUFFIX",
+    "DELETED_SUFFIX",
     "EARLIEST_TIMESTAMP",
+    "INDEX_SUFFIX",
     "INT_MAX",
     "LATEST_TIMESTAMP",
     "LOG_SUFFIX",
     "Log",
     "LogMetrics",
     "LogSegment",
+    "LogSegments",
+    "LogView",
     "MAX_TIMESTAMP",
+    "OngoingTransactions",
+    "SWAP_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "bases_in_range",
     "filename_prefix",
+    "is_segment_file",
+    "log_start_offset",
     "offset_from_filename",
+    "segment_base_offsets",
     "segment_paths",
     "write_all",
 ]

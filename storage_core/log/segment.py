@@ -2,17 +2,16 @@
 
 A segment appends whole runs of batches, indexes them with Kafka's exact interval rule, finds
 offsets and timestamps through its indexes, recovers itself by validating every batch and
-rebuilding its indexes, and knows when it should roll. Reads go through a read-only map of the
-file, so they never block the writer and see exactly the bytes appended so far.
+rebuilding its indexes, and knows when it should roll. Reads are positioned reads (``pread``) of
+the file, never a map of it: they never block the writer, see exactly the bytes appended so far,
+and a writer in another process that shortens the file cannot fault a reader (SIGBUS).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import random
-import struct
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,44 +19,25 @@ from typing import Iterator
 
 import numpy as np
 
+from ..common import INT_MAX, LONG_MAX
 from ..config import LogConfig
 from ..data_files import open_data_file
 from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
 from ..format import kernels
 from ..format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
                                       scan_batches)
+from ..format.batch_header import LOG_OVERHEAD, BatchField, read_field
 from ..format.record_batch import HEADER_SIZE_UP_TO_MAGIC
 from ..index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, copy_all, filename_prefix,
+                    offset_from_filename, segment_paths, write_all)
 
 logger = logging.getLogger(__name__)
 
 _FIND_WINDOW = 64 << 10     # first read when looking for an offset from its index entry
 
-INT_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 _CHUNK = 1 << 20
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-
-
-def filename_prefix(offset: int) -> str:
-    """``LogFileUtils.filenamePrefixFromOffset``: 20 digits, zero padded."""
-    return f"{offset:020d}"
-
-
-def offset_from_filename(name: str) -> int:
-    return int(name[:name.index(".")])
-
-
-def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> dict[str, Path]:
-    prefix = filename_prefix(base_offset)
-    return {kind: directory / f"{prefix}{kind}{suffix}"
-            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +93,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.created_ms = created_ms if created_ms is not None else int(os.fstat(self._fd).st_mtime * 1000)
         jitter = config.segment_jitter_ms
-        self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(2**31) % min(jitter, config.segment_ms)
+        self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(INT_MAX + 1) % min(jitter, config.segment_ms)
         self._max_ts: tuple[int, int] | None = None    # (max timestamp so far, its shallow offset)
 
     @classmethod
@@ -143,7 +123,7 @@ class LogSegment:
         its position 0, copied in the kernel (``copy_file_range``), not through Python."""
         stop = min(stop, self._size)
         if stop > start:
-            _copy_all(self._fd, start, dst_fd, 0, stop - start)
+            copy_all(self._fd, start, dst_fd, 0, stop - start)
 
     def _walk(self, start: int = 0, end: int | None = None, *, verify: bool = False
               ) -> Iterator[tuple[BatchInfo, bytes, int]]:
@@ -169,7 +149,7 @@ class LogSegment:
             if found:
                 pos += stream.position
                 continue
-            size = struct.unpack_from(">i", chunk, 8)[0] + 12
+            size = int(read_field(chunk, [0], BatchField.LENGTH)[0]) + LOG_OVERHEAD
             if size <= len(chunk) or pos + size > end:
                 return                      # a partial batch at the end
             big = os.pread(self._fd, size, pos)
@@ -213,7 +193,7 @@ class LogSegment:
         readable, no bytes after the last one), else None: what decides whether a segment at
         the recovery point needs recovering."""
         try:
-            start = self.offset_index.lookup(2**63 - 1).position
+            start = self.offset_index.lookup(LONG_MAX).position
             nxt, end = self.base_offset, start
             for b in self.batches(start):
                 nxt, end = b.next_offset, b.position + b.size
@@ -237,7 +217,7 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, found by scanning from the last index entry."""
-        start = self.offset_index.lookup(2**63 - 1).position
+        start = self.offset_index.lookup(LONG_MAX).position
         nxt = self.base_offset
         for b in self.batches(start):
             nxt = b.next_offset
@@ -280,7 +260,7 @@ class LogSegment:
             return
         position = self._check_append(largest_offset, largest_timestamp, size)
         try:
-            _copy_all(src_fd, src_position, self._fd, position, size)
+            copy_all(src_fd, src_position, self._fd, position, size)
         except BaseException:
             # no partial batch left behind the segment's size for a later append to bury
             self._truncate_file(position)
@@ -348,7 +328,7 @@ class LogSegment:
         n_off, n_time, since, _, _ = kernels.index_entries(
             positions, sizes, lasts, max_ts, position, self.bytes_since_last_index_entry,
             # `since` never reaches int64's max, so a larger interval acts as that max
-            min(self.config.index_interval_bytes, _INT64_MAX),
+            min(self.config.index_interval_bytes, LONG_MAX),
             mts.timestamp, mts.offset,                  # the segment's max, batch by batch
             self.time_index.last_entry.timestamp,
             self.offset_index.max_entries - self.offset_index.entries,
@@ -684,44 +664,6 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path})"
 
 
-def write_all(fd: int, data, position: int) -> None:
-    """Write all of ``data`` (bytes-like) at ``position`` of ``fd``, however many positioned
-    writes the kernel takes."""
-    view = memoryview(data).cast("B")
-    while view:
-        n = os.pwrite(fd, view, position)
-        position += n
-        view = view[n:]
-
-
-_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
-
-
-def _copy_all(src_fd: int, src_position: int, dst_fd: int, dst_position: int, n: int) -> None:
-    """Copy ``n`` bytes between files in the kernel (``copy_file_range``: no trip through
-    user memory), falling back to positioned reads and writes where it is refused (another
-    file system on older kernels, no support)."""
-    done = 0
-    copy = getattr(os, "copy_file_range", None)
-    while done < n and copy is not None:
-        try:
-            k = copy(src_fd, dst_fd, n - done, src_position + done, dst_position + done)
-        except OSError as e:
-            if e.errno not in _NO_KERNEL_COPY:
-                raise
-            break
-        if k == 0:
-            raise CorruptRecordError(f"Source file ended after {done} of {n} bytes to copy",
-                                     position=src_position + done)
-        done += k
-    while done < n:
-        chunk = os.pread(src_fd, min(_CHUNK * 8, n - done), src_position + done)
-        if not chunk:
-            raise CorruptRecordError(f"Source file ended after {done} of {n} bytes to copy",
-                                     position=src_position + done)
-        write_all(dst_fd, chunk, dst_position + done)
-        done += len(chunk)
-
-
-__all__ = ["LogSegment", "LogOffsetPosition", "TimestampAndOffset", "filename_prefix",
-           "offset_from_filename", "segment_paths"]
+__all__ = ["CLEANED_SUFFIX", "DELETED_SUFFIX", "INDEX_SUFFIX", "LOG_SUFFIX", "LogOffsetPosition", "LogSegment",
+           "SWAP_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "TimestampAndOffset", "filename_prefix",
+           "offset_from_filename", "segment_paths", "write_all"]

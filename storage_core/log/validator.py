@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CorruptRecordError, InvalidTimestampError
+from ..common import LONG_MAX
+from ..errors import CorruptRecordError, InvalidOffsetError, InvalidTimestampError
+from ..format.batch_header import BatchField, HeaderColumn, patch_field
 from ..format.columnar import first_bad_offset_deltas, record_fields
 from ..format.compression import CompressionType, decompress
 from ..format.log_input_stream import MIN_RECORD_SIZE, BatchArrays, max_records_per_batch, too_many_records
-from ..format.record_batch import CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, RECORD_BATCH_OVERHEAD
+from ..format.record_batch import (CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, LOG_APPEND_TIME,
+                                   RECORD_BATCH_OVERHEAD, set_max_timestamp)
 
 _MAX_CODEC = max(CompressionType)
-_LONG_MAX = 2**63 - 1
 
 
 def _where(batches: BatchArrays, i: int, name: str) -> tuple[str, int]:
@@ -79,6 +81,39 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
             raise CorruptRecordError(
                 f"Compacted topic cannot accept message without key in topic partition {name} "
                 f"(record {int(nulls[0] - firsts[b])} of the {where})", position=pos)
+
+
+def assign_batch_offsets(buf: bytearray, batches: BatchArrays, *, log_end: int, assign: bool,
+                   leader_epoch: int | None, log_append_time: int | None, name: str) -> np.ndarray:
+    """The last step of ``LogValidator.validateMessagesAndAssignOffsets``, on validated
+    ``batches`` of ``buf``, in place and in ``batches.fields``: with ``assign`` (a producer's
+    append) the base offsets numbered on from ``log_end``, else checked to continue it and
+    increase; ``leader_epoch`` stamped into every batch; with ``log_append_time`` (ms) every
+    batch's max timestamp set to it with the LogAppendTime flag (CRC patched). Header fields
+    outside the CRC are patched with one numpy scatter each. Returns the base offsets."""
+    deltas = batches.column("last_offset_delta")
+    positions = batches.position
+    if assign:
+        bases = log_end + np.cumsum(deltas + 1) - (deltas + 1)
+        patch_field(buf, positions, BatchField.BASE_OFFSET, bases)
+        batches.fields[:, HeaderColumn.BASE_OFFSET] = bases
+    else:
+        bases = batches.base_offset
+        prev_next = np.concatenate(([log_end], bases[:-1] + deltas[:-1] + 1))
+        bad = np.flatnonzero(bases < prev_next)
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidOffsetError(
+                f"Out of order offsets: batch {i} at position {int(positions[i])} starts "
+                f"at {int(bases[i])}, below the expected offset {int(prev_next[i])} of {name}")
+    if leader_epoch is not None:
+        patch_field(buf, positions, BatchField.PARTITION_LEADER_EPOCH, leader_epoch)
+        batches.fields[:, HeaderColumn.PARTITION_LEADER_EPOCH] = leader_epoch
+    if log_append_time is not None:
+        for p in positions.tolist():
+            set_max_timestamp(buf, p, LOG_APPEND_TIME, log_append_time)
+        batches.fields[:, HeaderColumn.MAX_TIMESTAMP] = log_append_time
+    return bases
 
 
 def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[int, int],
@@ -189,7 +224,7 @@ def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) ->
     # base + delta in Python ints would be exact; in int64 "last + 1 > LONG_MAX" is
     # "base > LONG_MAX - 1 - delta", which cannot overflow for delta >= 0
     header_bad = ((codec > _MAX_CODEC) | (delta < 0) | (counts < 0) | (counts > delta + 1)
-                  | (batches.base_offset > _LONG_MAX - 1 - np.maximum(delta, 0))
+                  | (batches.base_offset > LONG_MAX - 1 - np.maximum(delta, 0))
                   | ((codec == 0) & (counts * MIN_RECORD_SIZE > room))
                   | (counts > max_records_per_batch(max_decompressed)))
     bad = np.flatnonzero(header_bad)
@@ -237,7 +272,7 @@ def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) ->
                                    offset=int(batches.base_offset[i]))
         else:
             reason = (f"Batch offsets {int(batches.base_offset[i])} + {int(delta[i])} end past "
-                      f"the largest offset {_LONG_MAX - 1}")
+                      f"the largest offset {LONG_MAX - 1}")
         raise CorruptRecordError(reason, position=int(batches.position[i]),
                                  offset=int(batches.base_offset[i]))
 

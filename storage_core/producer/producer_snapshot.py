@@ -28,6 +28,7 @@ from typing import Iterable
 import crc32c
 
 from ..checkpoint import atomic_write
+from ..data_files import filename_prefix
 from ..errors import CorruptSnapshotError
 from ..format.record_batch import decrement_sequence
 
@@ -142,7 +143,7 @@ def snapshot_path(directory: str | PathLike[str], offset: int) -> Path:
     """``LogFileUtils.producerSnapshotFile``: ``<dir>/<offset as 20 digits>.snapshot``."""
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= _MAX_OFFSET:
         raise ValueError(f"snapshot offset must be an int in [0, 2^63), got {offset!r}")
-    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+    return Path(directory) / f"{filename_prefix(offset)}{SNAPSHOT_SUFFIX}"
 
 
 def write_snapshot(directory: str | PathLike[str], offset: int,

@@ -211,7 +211,8 @@ def test_a_copy_that_fails_half_way_leaves_the_segment_as_it_was(tmp_path, monke
         os.pwrite(dst_fd, raw[:n // 2], dst_pos)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(segment_module, "_copy_all", failing_copy)
+    # fault injection: the kernel-side copy segment.py calls (storage_core.log.files.copy_all)
+    monkeypatch.setattr(segment_module, "copy_all", failing_copy)
     fd = os.open(src, os.O_RDONLY)
     try:
         with pytest.raises(OSError):

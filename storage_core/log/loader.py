@@ -1,0 +1,360 @@
+"""LogLoader: what opening a partition does before the first append or read (Kafka's
+``LogLoader``): the temporary files of an interrupted clean, split or delete resolved
+(``.deleted`` and ``.cleaned`` removed, ``.swap`` completed), orphaned indexes removed, the
+segments opened, every segment after the recovery point validated (an invalid tail truncated,
+an overflowed segment split), the log start offset, recovery point and log end offset found,
+and the producer state rebuilt (``UnifiedLog.rebuildProducerState``). Before the load, the
+topic id is checked against ``partition.metadata`` (``UnifiedLog.initializeTopicId``).
+
+A reader (``Log.open(read_only=True)``) writes nothing: it takes the segments through
+``LogView`` and replays producer state in memory on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from ..checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError,
+                          topic_id_to_str)
+from ..common import LONG_MAX
+from ..errors import InconsistentTopicIdError, KafkaLogError, OffsetOverflowError
+from ..index import OffsetIndex, TimeIndex
+from ..index.abstract_index import index_file_oversized
+from ..producer import ProducerStateEntry, ProducerStateManager, read_snapshot
+from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_FILE_SUFFIXES,
+                    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, is_offset_named,
+                    offset_from_filename)
+from .segment import LogSegment
+from .view import LogView, log_start_offset
+
+if TYPE_CHECKING:
+    from .log import Log
+
+logger = logging.getLogger(__name__)
+
+
+class LogLoader:
+    """Loads ``log`` (a ``Log`` just constructed, its writer lock taken unless read-only):
+    fills its ``LocalLog``'s segments and sets its offsets."""
+
+    def __init__(self, log: "Log") -> None:
+        self.log = log
+        self.dir = log.dir
+        self.local = log._local
+
+    def relist_reader_view(self, offset: int) -> None:
+        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
+        fetch at one offset whose view keeps going out of date ends in an error."""
+        log = self.log
+        last, count = log._relists
+        count = count + 1 if last == offset else 1
+        log._relists = (offset, count)
+        if count > 100:
+            raise KafkaLogError(f"{log.dir} kept changing while offset {offset} was being read")
+        with log._lock:
+            # the view before the last is closed now, the last one at the next re-list or close:
+            # another thread may still be reading from it
+            for seg in log._retired:
+                seg.close(final_entries=False)
+            log._retired = log._segments.clear()
+            log._load()
+
+    def _read_checkpoint(self, name: str) -> int:
+        """One checkpoint, read on its own as LogManager.loadLogs does: an unreadable file means
+        0 for it alone (recover everything / no moved log start), never for the other."""
+        log = self.log
+        try:
+            return log._checkpoint(name).read().get((log.topic, log.partition), 0)
+        except (OSError, KafkaLogError) as e:
+            logger.warning("Ignoring unreadable %s in %s: %s", name, self.dir.parent, e)
+            return 0
+
+    def load(self) -> None:
+        """``LogLoader.load``, for one partition."""
+        log, segments = self.log, self.local.segments
+        read_only, config = log.read_only, log.config
+        if not read_only:
+            self.remove_temp_files_and_complete_swaps()
+        recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        start_checkpoint = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        if read_only:
+            for seg in LogView(self.dir, config).open_segments():
+                segments.add(seg)
+        else:
+            logs = sorted(p for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX))
+            live = {offset_from_filename(p.name) for p in logs}
+            for p in self.dir.iterdir():
+                if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and \
+                        offset_from_filename(p.name) not in live:
+                    logger.info("Deleting orphaned index file %s", p)
+                    p.unlink()
+            for p in logs:
+                recovery_point = min(recovery_point, self._open_segment(p))
+        if log._had_clean_shutdown and segments:
+            recovery_point = LONG_MAX
+        if log._force_full_recovery:
+            recovery_point = 0
+        if not read_only:
+            self.recover_from(recovery_point, start_checkpoint)
+        if not segments:
+            if read_only:
+                log._log_end_offset = log.log_start_offset = log.recovery_point = start_checkpoint
+                log.producer_state.update_map_end_offset(start_checkpoint)
+                return
+            segments.add(LogSegment.open(self.dir, start_checkpoint, config))
+        log._log_end_offset = self.local.active_segment.read_next_offset()
+        if log._log_end_offset < start_checkpoint and read_only:
+            # a writer's load deletes every segment here (below): a reader sees what it would,
+            # an empty log at the checkpointed start
+            logger.warning("The log start offset %d of %s is past its log end offset %d: reading "
+                           "it as empty, as a writer's load leaves it", start_checkpoint, self.dir,
+                           log._log_end_offset)
+            for seg in segments.clear():
+                seg.close(final_entries=False)
+            log._log_end_offset = log.log_start_offset = log.recovery_point = start_checkpoint
+            log.producer_state.update_map_end_offset(start_checkpoint)
+            return
+        if log._log_end_offset < start_checkpoint and not read_only:
+            # everything below the log start offset was deleted: start afresh there (LogLoader:
+            # "Deleting all segments because logEndOffset is smaller than logStartOffset")
+            self.local.truncate_fully_and_start_at(start_checkpoint)
+            log._log_end_offset = start_checkpoint
+            log.producer_state.truncate_fully_and_start_at(start_checkpoint)
+        log.log_start_offset = log_start_offset(start_checkpoint, segments.first_segment.base_offset)
+        log.recovery_point = min(max(recovery_point, log.log_start_offset), log._log_end_offset)
+        if not read_only:
+            active = self.local.active_segment
+            active.offset_index.resize(config.segment_index_bytes)
+            active.time_index.resize(config.segment_index_bytes)
+            # LogLoader: stray snapshots removed (this also rescans the snapshots the segment
+            # recoveries wrote), then the state rebuilt from the latest snapshot up to the LEO
+            log.producer_state.remove_stray_snapshots(segments.base_offsets())
+            self.rebuild_producer_state()
+        else:
+            # a reader needs producer state only for read_committed (the last stable offset):
+            # replaying a log without snapshots can take long, so it waits until asked for
+            log._producer_state_pending = True
+
+    def _open_segment(self, p) -> int:
+        """Open the writer's segment of the ``.log`` file ``p``; returns the offset recovery
+        must start from for it (its base when an index is missing or oversized, else
+        ``LONG_MAX``)."""
+        config = self.log.config
+        base = offset_from_filename(p.name)
+        recover_from = LONG_MAX
+        if not p.with_suffix(INDEX_SUFFIX).exists():
+            # Kafka's sanity check: a missing offset index means recovering the segment;
+            # recovering it with the rest keeps the consequences of what it truncates
+            logger.info("The index of %s is missing: recovering from it", p)
+            recover_from = base
+        if any(index_file_oversized(p.with_suffix(suffix), config.segment_index_bytes, kind.ENTRY_SIZE)
+               for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex))):
+            # longer than segment.index.bytes allows: the open empties it (AbstractIndex), the
+            # recovery from this segment rebuilds it
+            logger.info("An index of %s is oversized: recovering from it", p)
+            recover_from = base
+        time_index_missing = not p.with_suffix(TIME_INDEX_SUFFIX).exists()
+        seg = LogSegment.open(self.dir, base, config, writable=True, preallocate=False)
+        if time_index_missing:
+            # LogSegment.sanityCheck(timeIndexFileNewlyCreated): an empty index, not one of
+            # preallocated zeros that would read as entries (a recovery rebuilds it)
+            seg.time_index.resize(0)
+        self.local.segments.add(seg)
+        return recover_from
+
+    def remove_temp_files_and_complete_swaps(self) -> None:
+        """``removeTempFilesAndCollectSwapFiles`` and the swap completion of ``LogLoader``."""
+        config = self.log.config
+        cleaned, swaps = [], []
+        for p in list(self.dir.iterdir()):
+            if p.name.endswith(DELETED_SUFFIX):
+                p.unlink()
+            elif p.name.endswith(CLEANED_SUFFIX):
+                cleaned.append(p)
+            elif p.name.endswith(SWAP_SUFFIX):
+                swaps.append(p)
+        min_cleaned = min((offset_from_filename(p.name) for p in cleaned), default=None)
+        for p in cleaned:
+            p.unlink()
+        kept = []
+        for p in swaps:
+            if min_cleaned is not None and offset_from_filename(p.name) >= min_cleaned:
+                p.unlink()                 # an incomplete split (KAFKA-6264)
+            else:
+                kept.append(p)
+        swap_logs = [p for p in kept if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+        if swap_logs:
+            bases = [offset_from_filename(p.name) for p in swap_logs]
+            ends = []
+            for p in swap_logs:
+                seg = LogSegment.open(self.dir, offset_from_filename(p.name), config,
+                                      file_suffix=SWAP_SUFFIX, preallocate=False)
+                ends.append(seg.read_next_offset())
+                seg.close()
+            lo, hi = min(bases), max(ends)
+            replaced: set[int] = set()
+            below = [offset_from_filename(p.name) for p in self.dir.iterdir()
+                     if p.name.endswith(LOG_SUFFIX) and offset_from_filename(p.name) < lo]
+            if below:
+                # a degenerate split's pieces start above the segment they replace
+                seg = LogSegment.open(self.dir, max(below), config, preallocate=False)
+                try:
+                    if seg.read_next_offset() > lo:
+                        replaced.add(seg.base_offset)
+                finally:
+                    seg.close(final_entries=False)
+            for p in list(self.dir.iterdir()):
+                if p.name.endswith(SWAP_SUFFIX) or not is_offset_named(p.name):
+                    continue
+                off = offset_from_filename(p.name)
+                if lo <= off < hi or (off in replaced and p.name.endswith(SEGMENT_FILE_SUFFIXES)):
+                    p.unlink()           # the segments the cleaner or a split replaced
+        for p in self.dir.iterdir():     # kept, and the index files opening them created
+            if p.name.endswith(SWAP_SUFFIX):
+                p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
+
+    def recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:
+        """``LogLoader.recoverLog``: validate every segment from the one holding the recovery
+        point; the first invalid batch truncates the log there and drops every later segment."""
+        segments = self.local.segments
+        seg = segments.floor_or_first(recovery_point)
+        while seg is not None:
+            end = None if seg.indexes_preallocated() else seg.clean_end()
+            nxt = segments.higher_segment(seg.base_offset)
+            if end is not None and end <= recovery_point:
+                seg = nxt
+                continue                    # closed cleanly and intact: nothing to recover
+            try:
+                truncated = self.recover_segment(seg, log_start_offset,
+                                                 None if nxt is None else nxt.base_offset)
+            except OffsetOverflowError as e:
+                logger.warning("%s; splitting the segment", e)
+                segments.remove(seg.base_offset)
+                pieces = self.local.split_segment_files(seg)
+                for piece in pieces:
+                    segments.add(piece)
+                seg = pieces[0]
+                continue                    # recover the pieces, starting with the first
+            if truncated > 0:
+                for later in segments.remove_from(seg.base_offset + 1):
+                    logger.warning("Deleting %s after the truncation of %s", later.log_path, seg.log_path)
+                    later.delete()
+                break
+            seg = nxt
+
+    def recover_segment(self, seg: LogSegment, log_start_offset: int,
+                        next_base_offset: int | None = None) -> int:
+        """``LogLoader.recoverSegment``: a fresh producer-state manager rebuilt up to the
+        segment's base, fed every valid batch (which rebuilds the segment's txn index), then
+        snapshotted at the segment's end."""
+        log = self.log
+        tmp = ProducerStateManager(self.dir, producer_id_expiration_ms=log.config.producer_id_expiration_ms)
+        tmp.rebuild_producer_state(log_start_offset=log_start_offset, last_offset=seg.base_offset,
+                                   now_ms=log.clock(), segment_base_offsets=self.local.segments.base_offsets(),
+                                   read_segment=self.read_segment_batches)
+
+        def on_batch(buf, b) -> None:
+            self._note_epoch(b)
+            tmp.load_batch(buf, b, on_aborted_txn=seg.update_txn_index)
+
+        truncated = seg.recover(on_batch=on_batch, next_base_offset=next_base_offset)
+        tmp.take_snapshot()
+        return truncated
+
+    def _note_epoch(self, batch) -> None:
+        h = batch.header
+        cache = self.log.leader_epoch_cache
+        if h is not None and h.partition_leader_epoch >= 0:
+            latest = cache.latest_epoch
+            if latest is None or h.partition_leader_epoch > latest:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+
+    # ---------------------------------------------------------------------------- producer state
+
+    def read_segment_batches(self, base: int, start: int):
+        """``(chunk, info)`` batches of the segment at ``base`` from (at least) the one holding
+        ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them."""
+        seg = self.local.segments.floor_or_first(base)
+        pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
+        return ((chunk, b) for b, chunk, _ in seg._walk(pos))
+
+    def _read_log_batches(self, start: int):
+        for seg in self.local.segments.from_floor(start):
+            yield from self.read_segment_batches(seg.base_offset, start)
+
+    def rebuild_producer_state(self) -> None:
+        """``UnifiedLog.rebuildProducerState`` up to the log end offset. Never the "clean
+        shutdown without snapshots" shortcut: kafkalog's clean close always writes a snapshot
+        at the LEO, so a missing one means the state must come from the log."""
+        log = self.log
+        log.producer_state.rebuild_producer_state(
+            log_start_offset=log.log_start_offset, last_offset=log._log_end_offset,
+            now_ms=log.clock(), segment_base_offsets=self.local.segments.base_offsets(),
+            read_segment=self.read_segment_batches)
+        log.producer_state.on_high_watermark_updated(log._log_end_offset)
+
+    def load_producer_state_read_only(self) -> None:
+        """A reader writes nothing: load the latest readable snapshot in range (no deletion of
+        the others) and replay the log after it in memory."""
+        log = self.log
+        psm = log._producer_state
+        start, end = log.log_start_offset, log._log_end_offset
+        from_offset = start
+        for snap in reversed(psm.snapshot_offsets):
+            if not start < snap <= end:
+                continue
+            try:
+                entries = read_snapshot(psm.fetch_snapshot(snap))
+            except (KafkaLogError, OSError) as e:
+                logger.warning("Ignoring unreadable producer snapshot at %d in %s: %s", snap, self.dir, e)
+                continue
+            now = log.clock()
+            for e in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(e)
+                if entry.current_txn_first_offset is not None or \
+                        now - entry.last_timestamp < psm.producer_id_expiration_ms:
+                    psm.load_producer_entry(entry)
+            from_offset = snap
+            break
+        psm.update_map_end_offset(from_offset)
+        psm.rebuild(self._read_log_batches(from_offset), from_offset, end)
+        psm.on_high_watermark_updated(end)      # no replicas: every marker is "replicated"
+
+
+# ---------------------------------------------------------------------------- topic id
+
+def initialize_topic_id(log: "Log", topic_id: uuid.UUID | None) -> None:
+    """``UnifiedLog.initializeTopicId``: an id on disk wins and must equal ``topic_id`` if
+    one is given; with none on disk a given id is recorded and flushed. Kafka schedules that
+    flush and repeats it before every append (so the file precedes any data); it is done
+    here at once, before the load, so no append has to check. Run before the load: a
+    refused open changes nothing. A reader never writes the file, and reads past a damaged
+    one (the records do not depend on it) with a warning and no id; a writer is refused,
+    as Kafka takes such a log's directory offline."""
+    try:
+        on_disk = log._partition_metadata.read() if log._partition_metadata.exists() else None
+    except FileNotFoundError:        # a reader racing a deletion: as if never written
+        on_disk = None
+    except CorruptCheckpointError as e:
+        if not log.read_only:
+            raise
+        logger.warning("Reading %s without its topic id: %s", log.dir, e)
+        on_disk = None
+    if on_disk is not None:
+        if topic_id is not None and topic_id != on_disk:
+            raise inconsistent_topic_id(log, topic_id, on_disk)
+        log.topic_id = on_disk
+    elif topic_id is not None:
+        log.topic_id = topic_id
+        if not log.read_only:
+            log._partition_metadata.record(topic_id)
+            log._partition_metadata.maybe_flush()      # .tmp, fsync, rename, fsync dir
+
+
+def inconsistent_topic_id(log: "Log", given: uuid.UUID, recorded: uuid.UUID) -> InconsistentTopicIdError:
+    return InconsistentTopicIdError(
+        f"Tried to assign topic ID {topic_id_to_str(given)} to log for topic partition "
+        f"{log.topic}-{log.partition} in {log.dir}, but log already contained topic ID "
+        f"{topic_id_to_str(recorded)}")

@@ -1,0 +1,188 @@
+"""Reads of a ``Log``: records from an offset as an Arrow table (Kafka's ``LocalLog.read``, and
+the filtering a consumer's ``CompletedFetch`` does: control records and, for
+``read_committed``, the records of aborted transactions, decided over whole columns), and
+``UnifiedLog.fetchOffsetByTimestamp``. Functions of the ``Log`` they read; each takes the lock
+only to copy the segment list and the bounds, then reads the segments' files without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CorruptRecordError, InvalidConfigError
+from ..format import decode_run, empty_table
+from ..format.log_input_stream import default_max_decompressed
+from ..index import AbortedTxn
+from .local_log import LocalLog
+from .segment import LogSegment, TimestampAndOffset
+from .segments import floor_index
+from .view import LogView, aborted_by_markers
+
+if TYPE_CHECKING:
+    from .log import Log
+
+# ListOffsets' special timestamps (``ListOffsetsRequest``)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What one ``Log.fetch`` returns: the visible records and where the next fetch starts."""
+
+    table: pa.Table
+    next_offset: int
+
+
+def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
+    """True for the transactional records lying inside an aborted transaction of their
+    producer (``[first_offset, ABORT marker]``): one ``searchsorted`` per aborted producer over
+    the whole columns, never a loop over records."""
+    offsets = table.column("offset").to_numpy()
+    pids = table.column("producerId").to_numpy()
+    txnal = table.column("isTransactional").to_numpy(zero_copy_only=False)
+    mask = np.zeros(len(offsets), dtype=bool)
+    by_pid: dict[int, list[AbortedTxn]] = {}
+    for t in aborted:
+        by_pid.setdefault(t.producer_id, []).append(t)
+    for pid, txns in by_pid.items():
+        txns.sort(key=lambda t: t.first_offset)
+        firsts = np.fromiter((t.first_offset for t in txns), np.int64, len(txns))
+        lasts = np.fromiter((t.last_offset for t in txns), np.int64, len(txns))
+        rows = np.flatnonzero((pids == pid) & txnal)
+        if not rows.size:
+            continue
+        o = offsets[rows]
+        i = np.searchsorted(firsts, o, side="right") - 1
+        hit = (i >= 0) & (o <= lasts[np.maximum(i, 0)])
+        mask[rows[hit]] = True
+    return mask
+
+
+def fetch(log: Log, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
+          isolation: str = "read_uncommitted") -> FetchResult:
+    """``read`` plus the offset the next fetch starts from: past every batch this one read,
+    also when all its records were left out (control batches, aborted transactions,
+    compacted-away batches), capped at the isolation level's end and ``max_offset``.
+    A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``.
+
+    ``read_committed`` stops at the last stable offset and leaves out the records of aborted
+    transactions: the aborted transactions overlapping the read come from the segments' txn
+    indexes (``LocalLog.collectAbortedTransactions``) and a transactional record of producer
+    P is dropped when it lies between the first offset and the ABORT marker of one of P's
+    aborted transactions, which is what the consumer's ``CompletedFetch`` decides batch by
+    batch, computed here over whole columns."""
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise InvalidConfigError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+    committed = isolation == "read_committed"
+    with log._lock:
+        upper = log.last_stable_offset if committed else log.high_watermark
+        segments = log._segments.values()
+        log._check_in_range(offset)
+    if max_offset is not None:
+        upper = min(upper, max_offset)
+    if offset >= upper:
+        return FetchResult(empty_table(), offset)
+    parts = log._read_parts(offset, max_bytes)
+    read = sum(len(data) for _, _, data in parts)
+    if log.read_only and (LogView.out_of_date(segments, offset, read)
+                           or not parts and offset < log._log_end_offset):
+        # (nothing at an offset below the end: the files were rewritten under the view)
+        log._relist_reader_view(offset)
+        if offset >= log.log_start_offset:
+            # what was read may predate a truncation: read again from the files as they are
+            return fetch(log, offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
+        # retention moved the log start past it: the records read are still the ones
+        # written at those offsets (a consumer would skip forward on its next fetch)
+        if not parts:
+            log._check_in_range(offset)        # OffsetOutOfRangeError
+    decoded, run_next = _decode_parts(log, parts, max_bytes)
+    if run_next < 0:
+        return FetchResult(empty_table(), offset)
+    table = decoded
+    next_offset = max(offset, min(upper, run_next))
+    # offsets increase through a log: the wanted rows are one slice (zero copy)
+    offsets = table.column("offset").to_numpy()
+    lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
+    table = table.slice(lo, max(0, hi - lo))
+    keep = None
+    control = table.column("isControl")
+    if pc.any(control).as_py():
+        keep = pc.invert(control)
+    if committed and table.num_rows and log.read_only:
+        # a reader cannot tell a segment without .txnindex (no abort in it) from one whose
+        # index is missing (a copy of the .log files): it takes the aborts from the
+        # markers themselves, as recovery rebuilds the index, never from the index
+        aborted_rows = aborted_by_markers(decoded, segments, run_next)[lo:hi]
+        if aborted_rows.any():
+            mask = pa.array(~aborted_rows)
+            keep = mask if keep is None else pc.and_(keep, mask)
+    elif committed and table.num_rows:
+        fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
+        holding = segments[floor_index([s.base_offset for s in segments], offset):]
+        aborted = LocalLog.collect_aborted_txns(holding, offset, fetched_end)
+        if aborted:
+            mask = pa.array(~_aborted_mask(table, aborted))
+            keep = mask if keep is None else pc.and_(keep, mask)
+    return FetchResult(table if keep is None else table.filter(keep), next_offset)
+
+
+def _decode_parts(log: Log, parts: list[tuple[LogSegment, int, bytes]], max_bytes: int
+                  ) -> tuple[pa.Table, int]:
+    """The records of ``_read_parts``' bytes and the offset after the last batch decoded
+    (-1: none). Decoding stops after the batch whose records take the decoded size to
+    ``max_bytes``: a fetch's bytes bound its table too, whatever the compression ratio (a
+    few kilobytes of zstd can hold a gigabyte of records). Errors name the segment file and
+    the byte position in it."""
+    tables: list[pa.Table] = []
+    next_offset = -1
+    budget = max_bytes
+    for seg, position, data in parts:
+        try:
+            run = decode_run(data, max_decoded=max(budget, 0), check_order=True,
+                             max_decompressed=default_max_decompressed(log.config.max_message_bytes))
+        except CorruptRecordError as e:
+            raise e.located(source=str(seg.log_path), base_position=position) from e.__cause__
+        if run.batches:
+            tables.append(run.table)
+            next_offset = run.next_offset
+        budget -= run.decoded_bytes
+        if budget <= 0 or run.partial:
+            break
+    if not tables:
+        return empty_table(), next_offset
+    return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), next_offset
+
+
+def fetch_offset_by_timestamp(log: Log, timestamp: int) -> TimestampAndOffset | None:
+    """``UnifiedLog.fetchOffsetByTimestamp``, with ListOffsets' special timestamps:
+    -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the largest
+    timestamp; otherwise the first record at or after ``timestamp`` with its leader epoch."""
+    with log._lock:
+        segments = log._segments.values()
+        start, end = log.log_start_offset, log._log_end_offset
+    cache = log.leader_epoch_cache
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return TimestampAndOffset(-1, start, cache.epoch_for_offset(start))
+    if timestamp == LATEST_TIMESTAMP:
+        return TimestampAndOffset(-1, end, cache.latest_epoch)
+    if timestamp == MAX_TIMESTAMP:
+        best = max(segments, key=lambda s: s.max_timestamp_so_far.timestamp, default=None)
+        if best is None or best.max_timestamp_so_far.timestamp < 0:
+            return None
+        # the index keeps the batch; Kafka answers with the record carrying the maximum
+        return best.find_offset_by_timestamp(best.max_timestamp_so_far.timestamp, start)
+    if timestamp < 0:
+        raise InvalidConfigError(f"Invalid timestamp {timestamp} for a ListOffsets lookup")
+    # the first segment whose largest timestamp reaches it
+    target = next((s for s in segments if s.largest_timestamp >= timestamp), None)
+    if target is None:
+        return None
+    return target.find_offset_by_timestamp(timestamp, max(start, target.base_offset))
