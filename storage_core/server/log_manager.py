@@ -23,8 +23,7 @@ What it does, as the broker does it:
   and, when the cleaner is driven by hand, ``kafka-log-cleaner``.
 
 The scheduler runs on a thread after ``start()``; tests and the CLI inject a clock and call
-``run_due_tasks(now_ms)`` instead, or call the task methods (``cleanup_logs``, ``compact``, ...)
-directly.
+``run_due_tasks(now_ms)`` instead, or call the task methods (``cleanup_logs``, ``compact``, ...) directly.
 
 One process at a time manages a data directory: its ``.lock`` file is locked while the manager is open.
 """
@@ -43,9 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..common import wall_ms
-from ..checkpoint import (FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
-                          RECOVERY_POINT_CHECKPOINT, CleanShutdownFile,
-                          TopicPartition, log_delete_dir_name, topic_partition_dir_name)
+from ..checkpoint import (FUTURE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                          CleanShutdownFile, TopicPartition, log_delete_dir_name, topic_partition_dir_name)
 from ..config import LONG_MAX, CleanerConfig, LogConfig
 from .config_repository import TOPIC_CONFIG_FILE, ConfigRepository
 from .log_dirs import (LOCK_FILE, DataDir, close_logs, load_data_dir, moved_log_start_offsets, open_log,
@@ -61,7 +59,6 @@ if TYPE_CHECKING:
     from ..cleaner import LogCleaner
 
 logger = logging.getLogger(__name__)
-
 Clock = Callable[[], int]
 
 # scheduler task names (LogManager.startupWithConfigOverrides, UnifiedLog, LogCleaner)
