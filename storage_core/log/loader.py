@@ -14,67 +14,73 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
 
 from ..checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError,
-                          topic_id_to_str)
+                          LeaderEpochCache, OffsetCheckpointFile, PartitionMetadataFile, TopicPartition,
+                          parse_topic_partition_dir, topic_id_to_str, update_offset_checkpoint)
 from ..common import LONG_MAX
 from ..errors import InconsistentTopicIdError, KafkaLogError, OffsetOverflowError
-from ..index import OffsetIndex, TimeIndex
-from ..index.abstract_index import index_file_oversized
+from ..format.log_input_stream import BatchInfo
+from ..index import OffsetIndex, TimeIndex, index_file_oversized
 from ..producer import ProducerStateEntry, ProducerStateManager, read_snapshot
 from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_FILE_SUFFIXES,
                     SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, is_offset_named,
                     offset_from_filename)
+from .local_log import LocalLog
 from .segment import LogSegment
 from .view import LogView, log_start_offset
-
-if TYPE_CHECKING:
-    from .log import Log
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class LoadedLogOffsets:
+    """What ``LogLoader.load`` found (Kafka's ``LoadedLogOffsets``); the log end offset is the
+    ``LocalLog``'s. ``producer_state_deferred``: a reader's producer state is left to be loaded
+    on first use (``load_producer_state_read_only``)."""
+
+    log_start_offset: int
+    recovery_point: int
+    producer_state_deferred: bool = False
+
+
 class LogLoader:
-    """Loads ``log`` (a ``Log`` just constructed, its writer lock taken unless read-only):
-    fills its ``LocalLog``'s segments and sets its offsets."""
+    """Loads a partition into ``local`` (a ``LocalLog`` just made, its writer lock taken unless
+    ``read_only``): fills its segments and log end offset, recovers them, rebuilds
+    ``producer_state`` and ``leader_epoch_cache`` from the batches, and returns the other
+    offsets (``LoadedLogOffsets``). As Kafka's ``LogLoader``, it is given the parts of the
+    log it loads and knows nothing of ``Log`` (Kafka's ``UnifiedLog``)."""
 
-    def __init__(self, log: "Log") -> None:
-        self.log = log
-        self.dir = log.dir
-        self.local = log._local
-
-    def relist_reader_view(self, offset: int) -> None:
-        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
-        fetch at one offset whose view keeps going out of date ends in an error."""
-        log = self.log
-        last, count = log._relists
-        count = count + 1 if last == offset else 1
-        log._relists = (offset, count)
-        if count > 100:
-            raise KafkaLogError(f"{log.dir} kept changing while offset {offset} was being read")
-        with log._lock:
-            # the view before the last is closed now, the last one at the next re-list or close:
-            # another thread may still be reading from it
-            for seg in log._retired:
-                seg.close(final_entries=False)
-            log._retired = log._segments.clear()
-            log._load()
+    def __init__(self, local: LocalLog, producer_state: ProducerStateManager,
+                 leader_epoch_cache: LeaderEpochCache, *, read_only: bool,
+                 had_clean_shutdown: bool = False, force_full_recovery: bool = False) -> None:
+        self.local = local
+        self.dir = local.dir
+        self.config = local.config
+        self.clock = local.clock
+        self.producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
+        self.read_only = read_only
+        self.had_clean_shutdown = had_clean_shutdown
+        self.force_full_recovery = force_full_recovery
 
     def _read_checkpoint(self, name: str) -> int:
         """One checkpoint, read on its own as LogManager.loadLogs does: an unreadable file means
         0 for it alone (recover everything / no moved log start), never for the other."""
-        log = self.log
         try:
-            return log._checkpoint(name).read().get((log.topic, log.partition), 0)
+            return OffsetCheckpointFile(self.dir.parent / name).read().get(
+                parse_topic_partition_dir(self.dir.name), 0)
         except (OSError, KafkaLogError) as e:
             logger.warning("Ignoring unreadable %s in %s: %s", name, self.dir.parent, e)
             return 0
 
-    def load(self) -> None:
+    def load(self) -> LoadedLogOffsets:
         """``LogLoader.load``, for one partition."""
-        log, segments = self.log, self.local.segments
-        read_only, config = log.read_only, log.config
+        local, segments, psm = self.local, self.local.segments, self.producer_state
+        read_only, config = self.read_only, self.config
         if not read_only:
             self.remove_temp_files_and_complete_swaps()
         recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
@@ -92,56 +98,55 @@ class LogLoader:
                     p.unlink()
             for p in logs:
                 recovery_point = min(recovery_point, self._open_segment(p))
-        if log._had_clean_shutdown and segments:
+        if self.had_clean_shutdown and segments:
             recovery_point = LONG_MAX
-        if log._force_full_recovery:
+        if self.force_full_recovery:
             recovery_point = 0
         if not read_only:
             self.recover_from(recovery_point, start_checkpoint)
         if not segments:
             if read_only:
-                log._log_end_offset = log.log_start_offset = log.recovery_point = start_checkpoint
-                log.producer_state.update_map_end_offset(start_checkpoint)
-                return
+                local.log_end_offset = start_checkpoint
+                psm.update_map_end_offset(start_checkpoint)
+                return LoadedLogOffsets(start_checkpoint, start_checkpoint)
             segments.add(LogSegment.open(self.dir, start_checkpoint, config))
-        log._log_end_offset = self.local.active_segment.read_next_offset()
-        if log._log_end_offset < start_checkpoint and read_only:
+        local.log_end_offset = local.active_segment.read_next_offset()
+        if local.log_end_offset < start_checkpoint and read_only:
             # a writer's load deletes every segment here (below): a reader sees what it would,
             # an empty log at the checkpointed start
             logger.warning("The log start offset %d of %s is past its log end offset %d: reading "
                            "it as empty, as a writer's load leaves it", start_checkpoint, self.dir,
-                           log._log_end_offset)
+                           local.log_end_offset)
             for seg in segments.clear():
                 seg.close(final_entries=False)
-            log._log_end_offset = log.log_start_offset = log.recovery_point = start_checkpoint
-            log.producer_state.update_map_end_offset(start_checkpoint)
-            return
-        if log._log_end_offset < start_checkpoint and not read_only:
+            local.log_end_offset = start_checkpoint
+            psm.update_map_end_offset(start_checkpoint)
+            return LoadedLogOffsets(start_checkpoint, start_checkpoint)
+        if local.log_end_offset < start_checkpoint and not read_only:
             # everything below the log start offset was deleted: start afresh there (LogLoader:
             # "Deleting all segments because logEndOffset is smaller than logStartOffset")
-            self.local.truncate_fully_and_start_at(start_checkpoint)
-            log._log_end_offset = start_checkpoint
-            log.producer_state.truncate_fully_and_start_at(start_checkpoint)
-        log.log_start_offset = log_start_offset(start_checkpoint, segments.first_segment.base_offset)
-        log.recovery_point = min(max(recovery_point, log.log_start_offset), log._log_end_offset)
+            local.truncate_fully_and_start_at(start_checkpoint)
+            psm.truncate_fully_and_start_at(start_checkpoint)
+        start = log_start_offset(start_checkpoint, local.first_segment.base_offset)
+        loaded = LoadedLogOffsets(start, min(max(recovery_point, start), local.log_end_offset),
+                                  producer_state_deferred=read_only)
         if not read_only:
-            active = self.local.active_segment
+            active = local.active_segment
             active.offset_index.resize(config.segment_index_bytes)
             active.time_index.resize(config.segment_index_bytes)
             # LogLoader: stray snapshots removed (this also rescans the snapshots the segment
             # recoveries wrote), then the state rebuilt from the latest snapshot up to the LEO
-            log.producer_state.remove_stray_snapshots(segments.base_offsets())
-            self.rebuild_producer_state()
-        else:
-            # a reader needs producer state only for read_committed (the last stable offset):
-            # replaying a log without snapshots can take long, so it waits until asked for
-            log._producer_state_pending = True
+            psm.remove_stray_snapshots(segments.base_offsets())
+            self.rebuild_producer_state(start)
+        # else a reader needs producer state only for read_committed (the last stable offset):
+        # replaying a log without snapshots can take long, so it waits until asked for
+        return loaded
 
-    def _open_segment(self, p) -> int:
+    def _open_segment(self, p: Path) -> int:
         """Open the writer's segment of the ``.log`` file ``p``; returns the offset recovery
         must start from for it (its base when an index is missing or oversized, else
         ``LONG_MAX``)."""
-        config = self.log.config
+        config = self.config
         base = offset_from_filename(p.name)
         recover_from = LONG_MAX
         if not p.with_suffix(INDEX_SUFFIX).exists():
@@ -166,8 +171,9 @@ class LogLoader:
 
     def remove_temp_files_and_complete_swaps(self) -> None:
         """``removeTempFilesAndCollectSwapFiles`` and the swap completion of ``LogLoader``."""
-        config = self.log.config
-        cleaned, swaps = [], []
+        config = self.config
+        cleaned: list[Path] = []
+        swaps: list[Path] = []
         for p in list(self.dir.iterdir()):
             if p.name.endswith(DELETED_SUFFIX):
                 p.unlink()
@@ -249,13 +255,12 @@ class LogLoader:
         """``LogLoader.recoverSegment``: a fresh producer-state manager rebuilt up to the
         segment's base, fed every valid batch (which rebuilds the segment's txn index), then
         snapshotted at the segment's end."""
-        log = self.log
-        tmp = ProducerStateManager(self.dir, producer_id_expiration_ms=log.config.producer_id_expiration_ms)
+        tmp = ProducerStateManager(self.dir, producer_id_expiration_ms=self.config.producer_id_expiration_ms)
         tmp.rebuild_producer_state(log_start_offset=log_start_offset, last_offset=seg.base_offset,
-                                   now_ms=log.clock(), segment_base_offsets=self.local.segments.base_offsets(),
+                                   now_ms=self.clock(), segment_base_offsets=self.local.segments.base_offsets(),
                                    read_segment=self.read_segment_batches)
 
-        def on_batch(buf, b) -> None:
+        def on_batch(buf: bytes, b: BatchInfo) -> None:
             self._note_epoch(b)
             tmp.load_batch(buf, b, on_aborted_txn=seg.update_txn_index)
 
@@ -263,9 +268,9 @@ class LogLoader:
         tmp.take_snapshot()
         return truncated
 
-    def _note_epoch(self, batch) -> None:
+    def _note_epoch(self, batch: BatchInfo) -> None:
         h = batch.header
-        cache = self.log.leader_epoch_cache
+        cache = self.leader_epoch_cache
         if h is not None and h.partition_leader_epoch >= 0:
             latest = cache.latest_epoch
             if latest is None or h.partition_leader_epoch > latest:
@@ -273,46 +278,47 @@ class LogLoader:
 
     # ---------------------------------------------------------------------------- producer state
 
-    def read_segment_batches(self, base: int, start: int):
+    def read_segment_batches(self, base: int, start: int) -> Iterator[tuple[bytes, BatchInfo]]:
         """``(chunk, info)`` batches of the segment at ``base`` from (at least) the one holding
         ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them."""
         seg = self.local.segments.floor_or_first(base)
+        assert seg is not None, "a loaded log always has a segment"
         pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
         return ((chunk, b) for b, chunk, _ in seg._walk(pos))
 
-    def _read_log_batches(self, start: int):
+    def _read_log_batches(self, start: int) -> Iterator[tuple[bytes, BatchInfo]]:
         for seg in self.local.segments.from_floor(start):
             yield from self.read_segment_batches(seg.base_offset, start)
 
-    def rebuild_producer_state(self) -> None:
+    def rebuild_producer_state(self, log_start_offset: int) -> None:
         """``UnifiedLog.rebuildProducerState`` up to the log end offset. Never the "clean
         shutdown without snapshots" shortcut: kafkalog's clean close always writes a snapshot
         at the LEO, so a missing one means the state must come from the log."""
-        log = self.log
-        log.producer_state.rebuild_producer_state(
-            log_start_offset=log.log_start_offset, last_offset=log._log_end_offset,
-            now_ms=log.clock(), segment_base_offsets=self.local.segments.base_offsets(),
+        end = self.local.log_end_offset
+        self.producer_state.rebuild_producer_state(
+            log_start_offset=log_start_offset, last_offset=end,
+            now_ms=self.clock(), segment_base_offsets=self.local.segments.base_offsets(),
             read_segment=self.read_segment_batches)
-        log.producer_state.on_high_watermark_updated(log._log_end_offset)
+        self.producer_state.on_high_watermark_updated(end)
 
-    def load_producer_state_read_only(self) -> None:
+    def load_producer_state_read_only(self, log_start_offset: int) -> None:
         """A reader writes nothing: load the latest readable snapshot in range (no deletion of
         the others) and replay the log after it in memory."""
-        log = self.log
-        psm = log._producer_state
-        start, end = log.log_start_offset, log._log_end_offset
+        psm = self.producer_state
+        start, end = log_start_offset, self.local.log_end_offset
         from_offset = start
         for snap in reversed(psm.snapshot_offsets):
-            if not start < snap <= end:
+            path = psm.fetch_snapshot(snap)
+            if not start < snap <= end or path is None:
                 continue
             try:
-                entries = read_snapshot(psm.fetch_snapshot(snap))
+                entries = read_snapshot(path)
             except (KafkaLogError, OSError) as e:
                 logger.warning("Ignoring unreadable producer snapshot at %d in %s: %s", snap, self.dir, e)
                 continue
-            now = log.clock()
-            for e in entries:
-                entry = ProducerStateEntry.from_snapshot_entry(e)
+            now = self.clock()
+            for snapshot_entry in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(snapshot_entry)
                 if entry.current_txn_first_offset is not None or \
                         now - entry.last_timestamp < psm.producer_id_expiration_ms:
                     psm.load_producer_entry(entry)
@@ -323,38 +329,80 @@ class LogLoader:
         psm.on_high_watermark_updated(end)      # no replicas: every marker is "replicated"
 
 
+# ---------------------------------------------------------------------------- checkpoints
+
+def write_partition_checkpoints(directory: Path, recovery_point: int, log_start_offset: int,
+                                first_base_offset: int) -> None:
+    """The entries of the partition ``directory`` in its data directory's recovery-point and
+    log-start-offset checkpoints (the ones ``LogLoader`` reads), through
+    ``update_offset_checkpoint``: other processes may write other partitions' entries, so it
+    takes the data directory's lock (after the log's own). An unreadable file is rewritten as
+    if empty. As in Kafka, only a log whose start moved past its first segment is listed in
+    the log-start-offset checkpoint."""
+    key = parse_topic_partition_dir(directory.name)
+    moved = log_start_offset > first_base_offset
+    for name, value in ((RECOVERY_POINT_CHECKPOINT, recovery_point),
+                        (LOG_START_OFFSET_CHECKPOINT, log_start_offset if moved else None)):
+        def update(entries: dict[TopicPartition, int], value: int | None = value) -> dict[TopicPartition, int]:
+            if value is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = value
+            return entries
+
+        update_offset_checkpoint(directory.parent, name, update, reset_unreadable=True)
+
+
+def remove_partition_checkpoints(directory: Path) -> None:
+    """Drop the partition ``directory``'s entries from its data directory's checkpoints (the
+    log is deleted); an unreadable file is left as it is."""
+    key = parse_topic_partition_dir(directory.name)
+
+    def without_key(entries: dict[TopicPartition, int]) -> dict[TopicPartition, int] | None:
+        return entries if entries.pop(key, None) is not None else None
+
+    for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+        try:
+            update_offset_checkpoint(directory.parent, name, without_key)
+        except (OSError, KafkaLogError):
+            continue
+
+
 # ---------------------------------------------------------------------------- topic id
 
-def initialize_topic_id(log: "Log", topic_id: uuid.UUID | None) -> None:
-    """``UnifiedLog.initializeTopicId``: an id on disk wins and must equal ``topic_id`` if
-    one is given; with none on disk a given id is recorded and flushed. Kafka schedules that
-    flush and repeats it before every append (so the file precedes any data); it is done
-    here at once, before the load, so no append has to check. Run before the load: a
-    refused open changes nothing. A reader never writes the file, and reads past a damaged
-    one (the records do not depend on it) with a warning and no id; a writer is refused,
-    as Kafka takes such a log's directory offline."""
+def initialize_topic_id(metadata: PartitionMetadataFile, topic_id: uuid.UUID | None, *,
+                        read_only: bool) -> uuid.UUID | None:
+    """``UnifiedLog.initializeTopicId``: returns the log's topic id. An id on disk wins and must
+    equal ``topic_id`` if one is given; with none on disk a given id is recorded and flushed.
+    Kafka schedules that flush and repeats it before every append (so the file precedes any
+    data); it is done here at once, before the load, so no append has to check. Run before the
+    load: a refused open changes nothing. A reader never writes the file, and reads past a
+    damaged one (the records do not depend on it) with a warning and no id; a writer is
+    refused, as Kafka takes such a log's directory offline."""
+    directory = metadata.path.parent
     try:
-        on_disk = log._partition_metadata.read() if log._partition_metadata.exists() else None
+        on_disk = metadata.read() if metadata.exists() else None
     except FileNotFoundError:        # a reader racing a deletion: as if never written
         on_disk = None
     except CorruptCheckpointError as e:
-        if not log.read_only:
+        if not read_only:
             raise
-        logger.warning("Reading %s without its topic id: %s", log.dir, e)
+        logger.warning("Reading %s without its topic id: %s", directory, e)
         on_disk = None
     if on_disk is not None:
         if topic_id is not None and topic_id != on_disk:
-            raise inconsistent_topic_id(log, topic_id, on_disk)
-        log.topic_id = on_disk
-    elif topic_id is not None:
-        log.topic_id = topic_id
-        if not log.read_only:
-            log._partition_metadata.record(topic_id)
-            log._partition_metadata.maybe_flush()      # .tmp, fsync, rename, fsync dir
+            raise inconsistent_topic_id(directory, topic_id, on_disk)
+        return on_disk
+    if topic_id is not None and not read_only:
+        metadata.record(topic_id)
+        metadata.maybe_flush()      # .tmp, fsync, rename, fsync dir
+    return topic_id
 
 
-def inconsistent_topic_id(log: "Log", given: uuid.UUID, recorded: uuid.UUID) -> InconsistentTopicIdError:
+def inconsistent_topic_id(directory: Path, given: uuid.UUID, recorded: uuid.UUID) -> InconsistentTopicIdError:
+    """The error of a topic id that is not the one ``directory``'s ``partition.metadata`` holds."""
+    tp = parse_topic_partition_dir(directory.name)
     return InconsistentTopicIdError(
         f"Tried to assign topic ID {topic_id_to_str(given)} to log for topic partition "
-        f"{log.topic}-{log.partition} in {log.dir}, but log already contained topic ID "
+        f"{tp.topic}-{tp.partition} in {directory}, but log already contained topic ID "
         f"{topic_id_to_str(recorded)}")

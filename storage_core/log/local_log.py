@@ -16,10 +16,12 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..common import INT_MAX
 from ..config import LogConfig
 from ..errors import CorruptRecordError, KafkaLogError, LogLockedError, OffsetOverflowError
-from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC
+from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, read_field
 from ..index import AbortedTxn
 from .files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, filename_prefix, segment_paths
 from .log_metrics import LogMetrics
@@ -27,6 +29,8 @@ from .segment import LogSegment
 from .segments import LogSegments
 
 logger = logging.getLogger(__name__)
+
+_AT_START = np.zeros(1, dtype=np.int64)      # read_field's positions: one batch, at 0
 
 
 class LocalLog:
@@ -41,6 +45,9 @@ class LocalLog:
         self.clock = clock
         self.metrics = metrics
         self.segments = LogSegments()
+        self.log_end_offset = 0     # the next offset to assign (LocalLog.logEndOffset)
+        self.unflushed_files: list[Path] = []     # written without a sync (producer snapshots)
+        self.retired: list[LogSegment] = []       # a reader's previous view (retire_segments)
         self.dir_fd = -1
         self.dir_dirty = True       # a file was created, renamed or removed since the last fsync
         # segments renamed .deleted, physically removed once file.delete.delay.ms has passed
@@ -50,6 +57,12 @@ class LocalLog:
     @property
     def active_segment(self) -> LogSegment:
         seg = self.segments.last_segment
+        assert seg is not None, "a loaded log always has a segment"
+        return seg
+
+    @property
+    def first_segment(self) -> LogSegment:
+        seg = self.segments.first_segment
         assert seg is not None, "a loaded log always has a segment"
         return seg
 
@@ -65,9 +78,20 @@ class LocalLog:
             raise LogLockedError(f"{self.dir} is already open for writing by another process "
                                  f"(open it with read_only=True to read while it writes)") from None
 
+    def retire_segments(self) -> None:
+        """A reader re-lists its view: the segments leave the map and are kept open until the
+        next re-list or the close (another thread may still be reading from them); the view
+        before them is closed now."""
+        for seg in self.retired:
+            seg.close(final_entries=False)
+        self.retired = self.segments.clear()
+
     def release(self) -> None:
-        """Close every segment, then release the writer's lock whatever happened."""
+        """Close every segment (and a reader's retired ones), then release the writer's lock
+        whatever happened."""
         try:
+            for seg in self.retired:
+                seg.close(final_entries=False)
             self.close_segments()
         finally:
             if self.dir_fd >= 0:
@@ -96,17 +120,17 @@ class LocalLog:
         self.segments.add(seg)
         return seg
 
-    def flush(self, from_offset: int, upto: int, *, data_only: bool, files: list[Path] = ()) -> None:
+    def flush(self, from_offset: int, upto: int, *, data_only: bool) -> None:
         """``LocalLog.flush``: fsync the segments from the one holding ``from_offset`` whose
-        base is below ``upto`` (and the active one), then ``files`` (snapshots written without
-        a sync), then the directory if anything in it changed or ``data_only`` is off.
+        base is below ``upto`` (and the active one), then ``unflushed_files`` (snapshots written
+        without a sync), then the directory if anything in it changed or ``data_only`` is off.
         ``data_only`` (the flush policy's flush between appends): the active segment's index
         entries are not fsynced (see ``LogSegment.flush``)."""
         active = self.active_segment
         for seg in self.segments.from_floor(from_offset):
             if seg.base_offset < upto or seg is active:
                 seg.flush(data_only=data_only and seg is active)
-        for path in files:
+        for path in self.unflushed_files:
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
@@ -115,6 +139,7 @@ class LocalLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        self.unflushed_files.clear()
         if self.dir_dirty or not data_only:
             self.fsync_dir()
 
@@ -158,24 +183,33 @@ class LocalLog:
     # ---------------------------------------------------------------------------- truncation
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """``LocalLog.truncateFullyAndStartAt``: every segment deleted, an empty one at ``offset``."""
+        """``LocalLog.truncateFullyAndStartAt``: every segment deleted, an empty one at ``offset``,
+        which becomes the log end offset."""
         self.dir_dirty = True
         for seg in self.segments.clear():
             seg.delete()
         self.segments.add(LogSegment.open(self.dir, offset, self.config))
+        self.log_end_offset = offset
 
-    def truncate_to(self, offset: int) -> bytes:
+    def truncate_to(self, offset: int) -> None:
         """``LocalLog.truncateTo`` for an ``offset`` inside the log: the segments above the one
-        holding it deleted, that one cut at the batch holding it. Returns the first bytes (up to
-        the magic) of the batch the cut removed, empty if none."""
+        holding it deleted, that one cut at the batch holding it, and the log end offset set."""
         self.dir_dirty = True
         seg = self.segments.floor_or_first(offset)
+        assert seg is not None, "a loaded log always has a segment"
         for later in self.segments.remove_from(seg.base_offset + 1):
             later.delete()
         found = seg.translate_offset(offset)
+        # the first bytes (up to the magic) of the batch the cut removes, empty if none
         head = seg.read_bytes(found.position, HEADER_SIZE_UP_TO_MAGIC) if found is not None else b""
         seg.truncate_to(offset)
-        return head
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC or int(read_field(head, _AT_START, BatchField.MAGIC)[0]) < 2:
+            self.log_end_offset = self.active_segment.read_next_offset()
+        else:
+            # updateLogEndOffset(targetOffset), where the batch holding the target went whole
+            # (the log ends at that batch's base), so on a compacted log whose offsets below
+            # the target were cleaned away the end is the target, not the emptied segment's base
+            self.log_end_offset = min(offset, int(read_field(head, _AT_START, BatchField.BASE_OFFSET)[0]))
 
     # ---------------------------------------------------------------------------- delete
 

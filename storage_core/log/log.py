@@ -13,7 +13,6 @@ for a second writer); any number may read it, also while it is appended to, roll
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -21,27 +20,27 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import TracebackType
 from typing import Callable
 
 import pyarrow as pa
 
-from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                          RECOVERY_POINT_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
-                          OffsetCheckpointFile, PartitionMetadataFile, parse_topic_partition_dir,
-                          validate_topic_name, without_invalid_topics)
+from ..checkpoint import (LEADER_EPOCH_CHECKPOINT, CorruptCheckpointError, LeaderEpochCache,
+                          PartitionMetadataFile, parse_topic_partition_dir, validate_topic_name)
 from ..common import wall_ms
 from ..config import LogConfig
 from ..errors import KafkaLogError, LogInvariantError, OffsetOutOfRangeError
-from ..format import encode_batches
-from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, read_field
-from ..format.control import ControlRecordType, EndTransactionMarker, end_transaction_marker_batch
+from ..format import empty_table, encode_batches
+from ..format.control import ControlRecordType
 from ..format.log_input_stream import BatchArrays
 from ..producer import AppendOrigin, ProducerStateManager
-from . import append, read, retention
-from .append import AppendInfo
+from . import read, retention
+from .append import AppendInfo, LogAppender
 from .read import FetchResult
 from .files import check_partition_dir
-from .loader import LogLoader, inconsistent_topic_id, initialize_topic_id
+from .loader import (LogLoader, inconsistent_topic_id, initialize_topic_id, remove_partition_checkpoints,
+                     write_partition_checkpoints)
+from .view import LogView
 from .local_log import LocalLog
 from .log_metrics import LogMetrics
 from .segment import LogSegment, TimestampAndOffset
@@ -86,15 +85,12 @@ class Log:
         self._segments = self._local.segments       # the one map of base offset -> segment
         self.log_start_offset = 0
         self.recovery_point = 0
-        self._log_end_offset = 0
         self._unflushed = 0
         self._last_flush_ms = clock()
         self._closed = False
         self._force_full_recovery = False
         self._had_clean_shutdown = had_clean_shutdown
-        self._retired: list[LogSegment] = []     # a reader's previous view (_relist_reader_view)
         self._relists = (-1, 0)                  # (offset, re-lists in a row for a fetch at it)
-        self._unsynced_snapshots: list[Path] = []
         self._producer_state_pending = False     # a reader loads it on first use
         self._producer_state = ProducerStateManager(
             self.dir, producer_id_expiration_ms=config.producer_id_expiration_ms)
@@ -110,6 +106,9 @@ class Log:
                 (self.dir / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
             self._force_full_recovery = True
+        self._appender = LogAppender(self._local, self._producer_state, self.leader_epoch_cache,
+                                     lock=self._lock, flush_upto=lambda upto: self._flush(data_only=False, upto=upto),
+                                     flush_per_policy=self._flush_per_policy)
 
     # ---------------------------------------------------------------------------- opening
 
@@ -146,7 +145,7 @@ class Log:
         try:
             if not read_only:
                 log._local.lock_dir()
-            initialize_topic_id(log, topic_id)
+            log.topic_id = initialize_topic_id(log._partition_metadata, topic_id, read_only=read_only)
             log._load()
         except BaseException:
             log._local.release()
@@ -159,21 +158,33 @@ class Log:
         another id raises ``InconsistentTopicIdError``."""
         if self.topic_id is not None:
             if self.topic_id != topic_id:
-                raise inconsistent_topic_id(self, topic_id, self.topic_id)
+                raise inconsistent_topic_id(self.dir, topic_id, self.topic_id)
             return
         self._check_writable()
         with self._lock:
-            initialize_topic_id(self, topic_id)
+            self.topic_id = initialize_topic_id(self._partition_metadata, topic_id, read_only=self.read_only)
 
-    def _checkpoint(self, name: str) -> OffsetCheckpointFile:
-        return OffsetCheckpointFile(self.dir.parent / name)
+    def _loader(self) -> LogLoader:
+        return LogLoader(self._local, self._producer_state, self.leader_epoch_cache, read_only=self.read_only,
+                         had_clean_shutdown=self._had_clean_shutdown,
+                         force_full_recovery=self._force_full_recovery)
 
     def _load(self) -> None:
-        LogLoader(self).load()
+        loaded = self._loader().load()
+        self.log_start_offset, self.recovery_point = loaded.log_start_offset, loaded.recovery_point
+        self._producer_state_pending |= loaded.producer_state_deferred
         self._check_invariant("load")
 
     def _relist_reader_view(self, offset: int) -> None:
-        LogLoader(self).relist_reader_view(offset)
+        """Open the reader view afresh (the files as they are now), as ``Log.open`` does; a
+        fetch at one offset whose view keeps going out of date ends in an error."""
+        last, count = self._relists
+        self._relists = (offset, count + 1 if last == offset else 1)
+        if self._relists[1] > 100:
+            raise KafkaLogError(f"{self.dir} kept changing while offset {offset} was being read")
+        with self._lock:
+            self._local.retire_segments()
+            self._load()
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -181,20 +192,20 @@ class Log:
             with self._lock:
                 if self._producer_state_pending:
                     self._producer_state_pending = False
-                    LogLoader(self).load_producer_state_read_only()
+                    self._loader().load_producer_state_read_only(self.log_start_offset)
         return self._producer_state
 
     # ---------------------------------------------------------------------------- offsets
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
         """No replicas here: everything appended is committed, so the high watermark is the log
         end offset."""
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -237,7 +248,7 @@ class Log:
                            ) -> list[LogSegment]:
         """``LocalLog.deletableSegments`` with ``UnifiedLog``'s guard (the segment lies wholly
         below the high watermark); see ``LocalLog.deletable_segments``."""
-        return self._local.deletable_segments(predicate, self.high_watermark, self._log_end_offset)
+        return self._local.deletable_segments(predicate, self.high_watermark, self._local.log_end_offset)
 
     def higher_segments(self, offset: int) -> list[LogSegment]:
         """``LogSegments.higherSegments``: the segments whose base offset is strictly greater
@@ -264,7 +275,7 @@ class Log:
     def _check_invariant(self, after: str) -> None:
         """``log_start_offset <= recovery_point <= log_end_offset``, checked after a load, a
         truncation and a segment replacement (the changes that move all three)."""
-        start, rp, end = self.log_start_offset, self.recovery_point, self._log_end_offset
+        start, rp, end = self.log_start_offset, self.recovery_point, self._local.log_end_offset
         # a roll past the end (LocalLog.roll(expectedNextOffset)) flushes up to the new, empty
         # segment's base, as Kafka does: the bound is the offset the next record will take
         if not start <= rp <= max(end, self._local.active_segment.base_offset if self._segments else end):
@@ -281,15 +292,16 @@ class Log:
         codec = compression or self._default_compression()
         limit = max_batch_bytes or min(self.config.max_message_bytes, 1 << 20)
         raw = encode_batches(records, compression=codec, max_batch_bytes=limit,
-                             base_offset=self._log_end_offset, now_ms=self.clock())
-        return append.append_batches(self, raw, assign_offsets=True, leader_epoch=None,
-                                     origin=AppendOrigin.CLIENT, owned=True)
+                             base_offset=self._local.log_end_offset, now_ms=self.clock())
+        self._check_writable()
+        return self._appender.append_batches(raw, assign_offsets=True, leader_epoch=None,
+                                             origin=AppendOrigin.CLIENT, owned=True)
 
     def _default_compression(self) -> str:
         t = self.config.compression_type
         return "none" if t in ("producer", "uncompressed") else t
 
-    def append_raw(self, batches, *, assign_offsets: bool = True,
+    def append_raw(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True,
                    leader_epoch: int | None = None, owned: bool = False) -> AppendInfo:
         """Append already-encoded v2 batches.
 
@@ -306,8 +318,9 @@ class Log:
         is a ``bytearray`` the caller hands over (patched in place instead of copied; the
         caller must not use it afterwards)."""
         origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-        return append.append_batches(self, batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
-                                     origin=origin, owned=owned and isinstance(batches, bytearray))
+        self._check_writable()
+        return self._appender.append_batches(batches, assign_offsets=assign_offsets, leader_epoch=leader_epoch,
+                                             origin=origin, owned=owned and isinstance(batches, bytearray))
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | str | int, coordinator_epoch: int,
@@ -317,54 +330,40 @@ class Log:
         (``UnifiedLog.appendAsLeader`` with origin coordinator): the producer's epoch is
         checked (no sequence), an ABORT of a non-empty transaction adds an entry to the
         segment's ``.txnindex``, and the last stable offset moves past the transaction."""
-        if isinstance(control_type, str):
-            control_type = ControlRecordType[control_type.upper()]
-        marker = EndTransactionMarker(ControlRecordType(control_type), coordinator_epoch)
-        ts = self.clock() if timestamp is None else timestamp
-        raw = end_transaction_marker_batch(marker, offset=self._log_end_offset, timestamp=ts,
-                                           producer_id=producer_id, producer_epoch=producer_epoch)
-        return append.append_batches(self, raw, assign_offsets=True, leader_epoch=leader_epoch,
-                                     origin=AppendOrigin.COORDINATOR)
+        self._check_writable()
+        return self._appender.append_end_txn_marker(producer_id, producer_epoch, control_type, coordinator_epoch,
+                                                    timestamp, leader_epoch=leader_epoch)
 
     def append_from_file(self, fd: int, batches: BatchArrays, *, max_append_bytes: int = 8 << 20) -> AppendInfo:
         """Append whole v2 batches straight from the file ``fd`` with kernel-side copies, for a
         trusted writer that checked their CRCs and numbered them from the log end offset
-        (``batches``: their header walk); see ``storage_core.log.append.append_from_file``."""
-        return append.append_from_file(self, fd, batches, max_append_bytes=max_append_bytes)
+        (``batches``: their header walk); see ``LogAppender.append_from_file``."""
+        self._check_writable()
+        return self._appender.append_from_file(fd, batches, max_append_bytes=max_append_bytes)
 
     def can_take_segment_file(self, path: Path, batches: BatchArrays) -> bool:
         """Whether ``append_segment_file`` can take the file at ``path`` (fits one segment, on
         this log's file system)."""
-        return append.can_take_segment_file(self, path, batches)
+        return self._appender.can_take_segment_file(path, batches)
 
     def append_segment_file(self, path: Path, batches: BatchArrays) -> AppendInfo:
         """Append whole v2 batches by renaming the file at ``path`` into a new segment, for a
-        trusted writer as ``append_from_file``; see ``storage_core.log.append.append_segment_file``."""
-        return append.append_segment_file(self, path, batches)
+        trusted writer as ``append_from_file``; see ``LogAppender.append_segment_file``."""
+        self._check_writable()
+        return self._appender.append_segment_file(path, batches)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``
-        (``LocalLog.roll``); an empty active segment at that offset is kept as it is."""
+        (``UnifiedLog.roll``, see ``LogAppender.roll``); an empty active segment at that offset
+        is kept as it is."""
         self._check_writable()
-        with self._lock:
-            new_base = max(expected_next_offset or 0, self._log_end_offset)
-            seg = self._local.roll(new_base)
-            if seg is None:
-                return self._local.active_segment
-            self.producer_state.update_map_end_offset(new_base)
-            path = self.producer_state.take_snapshot(sync=False)
-            if path is not None:
-                self._unsynced_snapshots.append(path)
-            # UnifiedLog.roll: flushUptoOffsetExclusive(newSegment.baseOffset), whatever the
-            # flush policy: the rolled segment, its snapshot and the new files are made durable
-            # and the recovery point moves to the new segment, so a crash never re-validates a
-            # segment that was complete before it
-            self._flush(data_only=False, upto=new_base)
-            return seg
+        return self._appender.roll(expected_next_offset)
 
     # ---------------------------------------------------------------------------- flush
 
-    def _flush_per_policy(self, now: int) -> None:
+    def _flush_per_policy(self, records: int, now: int) -> None:
+        """``records`` were just appended: flush if ``flush.messages`` or ``flush.ms`` is due."""
+        self._unflushed += records
         c = self.config
         if (c.fsync == "always" or self._unflushed >= c.flush_messages
                 or now - self._last_flush_ms >= c.flush_ms):
@@ -384,9 +383,8 @@ class Log:
         self._check_writable()
         started = time.perf_counter_ns()
         with self._lock:
-            end = self._log_end_offset if upto is None else upto
-            self._local.flush(self.recovery_point, end, data_only=data_only, files=self._unsynced_snapshots)
-            self._unsynced_snapshots.clear()
+            end = self._local.log_end_offset if upto is None else upto
+            self._local.flush(self.recovery_point, end, data_only=data_only)
             self.recovery_point = max(self.recovery_point, end)
             if upto is None:
                 self._unflushed = 0
@@ -397,10 +395,10 @@ class Log:
     # ---------------------------------------------------------------------------- read
 
     def _check_in_range(self, offset: int) -> None:
-        if not self.log_start_offset <= offset <= self._log_end_offset:
+        if not self.log_start_offset <= offset <= self._local.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"Offset {offset} is out of range for {self.dir.name}: the log holds "
-                f"[{self.log_start_offset}, {self._log_end_offset})")
+                f"[{self.log_start_offset}, {self._local.log_end_offset})")
 
     def read_raw(self, offset: int, *, max_bytes: int = 1 << 20,
                  min_one_message: bool = True) -> bytes:
@@ -432,12 +430,38 @@ class Log:
         """``read`` plus the offset the next fetch starts from (see ``storage_core.log.read.fetch``).
         A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``;
         ``read_committed`` stops at the last stable offset and leaves out aborted transactions."""
-        return read.fetch(self, offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
+        committed = read.is_read_committed(isolation)
+        with self._lock:
+            upper = self.last_stable_offset if committed else self.high_watermark
+            segments = self._segments.values()
+            self._check_in_range(offset)
+        if max_offset is not None:
+            upper = min(upper, max_offset)
+        if offset >= upper:
+            return FetchResult(empty_table(), offset)
+        parts = self._read_parts(offset, max_bytes)
+        if self.read_only and (LogView.out_of_date(segments, offset, sum(len(data) for _, _, data in parts))
+                               or not parts and offset < self._local.log_end_offset):
+            # (nothing at an offset below the end: the files were rewritten under the view)
+            self._relist_reader_view(offset)
+            if offset >= self.log_start_offset:
+                # what was read may predate a truncation: read again from the files as they are
+                return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
+            # retention moved the log start past it: the records read are still the ones
+            # written at those offsets (a consumer would skip forward on its next fetch)
+            if not parts:
+                self._check_in_range(offset)        # OffsetOutOfRangeError
+        return read.fetched(parts, segments, offset, upper, max_bytes=max_bytes, committed=committed,
+                            aborts_from_markers=self.read_only,
+                            max_message_bytes=self.config.max_message_bytes)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """``UnifiedLog.fetchOffsetByTimestamp`` with ListOffsets' special timestamps (see
         ``storage_core.log.read.fetch_offset_by_timestamp``)."""
-        return read.fetch_offset_by_timestamp(self, timestamp)
+        with self._lock:
+            segments = self._segments.values()
+            start, end = self.log_start_offset, self._local.log_end_offset
+        return read.fetch_offset_by_timestamp(segments, start, end, self.leader_epoch_cache, timestamp)
 
     def offsets_for_times(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is at or after ``timestamp``, as Kafka's
@@ -454,33 +478,24 @@ class Log:
             self._local.dir_dirty = True
             if offset < 0:
                 raise OffsetOutOfRangeError(f"Cannot truncate {self.dir.name} to negative offset {offset}")
-            if offset >= self._log_end_offset:
+            if offset >= self._local.log_end_offset:
                 # UnifiedLog.truncateTo: an epoch begun at the LEO with nothing appended goes
-                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+                self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset)
                 return
-            head = b""                  # the first bytes of the batch the truncation removes
-            if offset < self._segments.first_segment.base_offset:
+            if offset < self._local.first_segment.base_offset:
                 self._local.truncate_fully_and_start_at(offset)
                 self.log_start_offset = offset
             else:
-                head = self._local.truncate_to(offset)
-            if len(head) < HEADER_SIZE_UP_TO_MAGIC or int(read_field(head, [0], BatchField.MAGIC)[0]) < 2:
-                self._log_end_offset = self._local.active_segment.read_next_offset()
-            else:
-                # LocalLog.truncateTo: updateLogEndOffset(targetOffset), where the batch holding
-                # the target went whole (the log ends at that batch's base), so on a compacted
-                # log whose offsets below the target were cleaned away the end is the target,
-                # not the emptied segment's base
-                self._log_end_offset = min(offset, int(read_field(head, [0], BatchField.BASE_OFFSET)[0]))
+                self._local.truncate_to(offset)
             # UnifiedLog.truncateTo: logStartOffset = min(targetOffset, logStartOffset)
-            self.log_start_offset = min(self.log_start_offset, self._log_end_offset)
-            self.recovery_point = min(self.recovery_point, self._log_end_offset)
-            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-            if self._log_end_offset == self.log_start_offset and len(self._segments) == 1 and \
-                    self._segments.first_segment.size == 0:
-                self.producer_state.truncate_fully_and_start_at(self._log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self._local.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self._local.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset)
+            if self._local.log_end_offset == self.log_start_offset and len(self._segments) == 1 and \
+                    self._local.first_segment.size == 0:
+                self.producer_state.truncate_fully_and_start_at(self._local.log_end_offset)
             # UnifiedLog.truncateTo: snapshots above the new end dropped, state reloaded
-            LogLoader(self).rebuild_producer_state()
+            self._loader().rebuild_producer_state(self.log_start_offset)
             self._check_invariant("truncation")
 
     def delete_records_before(self, offset: int) -> int:
@@ -489,10 +504,10 @@ class Log:
         self._check_writable()
         with self._lock:
             self._local.dir_dirty = True
-            if offset > self._log_end_offset:
+            if offset > self._local.log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"Cannot advance the log start offset of {self.dir.name} to {offset}: "
-                    f"the log end offset is {self._log_end_offset}")
+                    f"the log end offset is {self._local.log_end_offset}")
             if offset <= self.log_start_offset:
                 return self.log_start_offset
             self._maybe_increment_log_start_offset(offset)
@@ -509,6 +524,14 @@ class Log:
     def last_flush_ms(self) -> int:
         """When the log was last flushed whole (``UnifiedLog.lastFlushTime``)."""
         return self._last_flush_ms
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """``UnifiedLog.lastRecordsOfActiveProducers``: for each active producer, its last data
+        offset (None when its last entry is a transaction marker) and its epoch, read under
+        the lock (the cleaner keeps these producers' last batches)."""
+        with self._lock:
+            return {pid: (e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+                    for pid, e in self.producer_state.active_producers.items()}
 
     def remove_expired_producers(self, now_ms: int | None = None) -> None:
         """``UnifiedLog.removeExpiredProducers`` (the periodic producer expiration check):
@@ -540,7 +563,11 @@ class Log:
         """``UnifiedLog.deleteOldSegments``: see ``storage_core.log.retention``. Returns how many
         segments went; their files are renamed ``.deleted`` now and removed after
         ``file.delete.delay.ms``."""
-        return retention.delete_old_segments(self, now_ms)
+        self._check_writable()
+        with self._lock:
+            return retention.delete_old_segments(self._local, self.log_start_offset, now_ms,
+                                                 high_watermark=self.high_watermark, roll=self.roll,
+                                                 delete=self._delete_segments)
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         """``UnifiedLog.maybeIncrementLogStartOffset``."""
@@ -549,6 +576,12 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(offset)
             self.producer_state.on_log_start_offset_incremented(offset)
             self.recovery_point = max(self.recovery_point, offset)
+
+    def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
+        """``UnifiedLog.deleteSegments``: the segments and their producer snapshots go, and the log
+        start offset moves up to the first segment left."""
+        self._remove_and_delete_segments(segments, reason)
+        self._maybe_increment_log_start_offset(self._local.first_segment.base_offset)
 
     def _remove_and_delete_segments(self, segments: list[LogSegment], reason: str) -> None:
         """``LocalLog.removeAndDeleteSegments(asyncDelete = true)`` plus the producer snapshots
@@ -603,26 +636,9 @@ class Log:
     # ---------------------------------------------------------------------------- close
 
     def _write_checkpoints(self) -> None:
-        key = (self.topic, self.partition)
-        for name, value in ((RECOVERY_POINT_CHECKPOINT, self.recovery_point),
-                            (LOG_START_OFFSET_CHECKPOINT, self.log_start_offset)):
-            cp = self._checkpoint(name)
-            # other partitions of the data dir may be written by other processes: serialise
-            # the read-modify-write of the shared file on the data directory's lock
-            parent_fd = os.open(self.dir.parent, os.O_RDONLY)
-            try:
-                fcntl.flock(parent_fd, fcntl.LOCK_EX)
-                try:
-                    entries = without_invalid_topics(cp.read(), cp.path)
-                except (OSError, KafkaLogError):
-                    entries = {}
-                if name == LOG_START_OFFSET_CHECKPOINT and value <= self._segments.first_segment.base_offset:
-                    entries.pop(key, None)      # Kafka lists only logs whose start moved past
-                else:
-                    entries[key] = value
-                cp.write(entries)
-            finally:
-                os.close(parent_fd)
+        # the data directory's lock is taken after this log's (the caller holds it or is alone)
+        write_partition_checkpoints(self.dir, self.recovery_point, self.log_start_offset,
+                                    self._local.first_segment.base_offset)
         self._delete_snapshots_after_recovery_point_checkpoint()
 
     def _delete_snapshots_after_recovery_point_checkpoint(self) -> None:
@@ -655,8 +671,6 @@ class Log:
                 self._closed = True
                 # .deleted files not yet due stay on disk: the next load removes them
                 self._local.close_pending()
-                for seg in self._retired:
-                    seg.close(final_entries=False)
                 self._local.release()
 
     def delete(self) -> None:
@@ -669,15 +683,7 @@ class Log:
                 seg.delete()
             self._local.close_pending(delete=True)
             self.leader_epoch_cache.clear()
-            key = (self.topic, self.partition)
-            for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
-                cp = self._checkpoint(name)
-                try:
-                    entries = without_invalid_topics(cp.read(), cp.path)
-                except (OSError, KafkaLogError):
-                    continue
-                if entries.pop(key, None) is not None:
-                    cp.write(entries)
+            remove_partition_checkpoints(self.dir)
             self._closed = True
             self._local.release()
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -691,9 +697,10 @@ class Log:
     def __enter__(self) -> "Log":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"Log({self.dir}, start={self.log_start_offset}, end={self._log_end_offset}, "
+        return (f"Log({self.dir}, start={self.log_start_offset}, end={self._local.log_end_offset}, "
                 f"segments={len(self._segments)})")

@@ -1,19 +1,19 @@
 """Reads of a ``Log``: records from an offset as an Arrow table (Kafka's ``LocalLog.read``, and
 the filtering a consumer's ``CompletedFetch`` does: control records and, for
 ``read_committed``, the records of aborted transactions, decided over whole columns), and
-``UnifiedLog.fetchOffsetByTimestamp``. Functions of the ``Log`` they read; each takes the lock
-only to copy the segment list and the bounds, then reads the segments' files without it.
+``UnifiedLog.fetchOffsetByTimestamp``. Functions over what ``Log`` hands them: the segment list
+and the bounds it copied under its lock; they read the segments' files without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..checkpoint import LeaderEpochCache
 from ..errors import CorruptRecordError, InvalidConfigError
 from ..format import decode_run, empty_table
 from ..format.log_input_stream import default_max_decompressed
@@ -21,10 +21,7 @@ from ..index import AbortedTxn
 from .local_log import LocalLog
 from .segment import LogSegment, TimestampAndOffset
 from .segments import floor_index
-from .view import LogView, aborted_by_markers
-
-if TYPE_CHECKING:
-    from .log import Log
+from .view import aborted_by_markers
 
 # ListOffsets' special timestamps (``ListOffsetsRequest``)
 LATEST_TIMESTAMP = -1
@@ -66,44 +63,32 @@ def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
     return mask
 
 
-def fetch(log: Log, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
-          isolation: str = "read_uncommitted") -> FetchResult:
-    """``read`` plus the offset the next fetch starts from: past every batch this one read,
-    also when all its records were left out (control batches, aborted transactions,
-    compacted-away batches), capped at the isolation level's end and ``max_offset``.
-    A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``.
-
-    ``read_committed`` stops at the last stable offset and leaves out the records of aborted
-    transactions: the aborted transactions overlapping the read come from the segments' txn
-    indexes (``LocalLog.collectAbortedTransactions``) and a transactional record of producer
-    P is dropped when it lies between the first offset and the ABORT marker of one of P's
-    aborted transactions, which is what the consumer's ``CompletedFetch`` decides batch by
-    batch, computed here over whole columns."""
+def is_read_committed(isolation: str) -> bool:
+    """Whether ``isolation`` (``read_uncommitted`` or ``read_committed``) is ``read_committed``."""
     if isolation not in ("read_uncommitted", "read_committed"):
         raise InvalidConfigError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
-    committed = isolation == "read_committed"
-    with log._lock:
-        upper = log.last_stable_offset if committed else log.high_watermark
-        segments = log._segments.values()
-        log._check_in_range(offset)
-    if max_offset is not None:
-        upper = min(upper, max_offset)
-    if offset >= upper:
-        return FetchResult(empty_table(), offset)
-    parts = log._read_parts(offset, max_bytes)
-    read = sum(len(data) for _, _, data in parts)
-    if log.read_only and (LogView.out_of_date(segments, offset, read)
-                           or not parts and offset < log._log_end_offset):
-        # (nothing at an offset below the end: the files were rewritten under the view)
-        log._relist_reader_view(offset)
-        if offset >= log.log_start_offset:
-            # what was read may predate a truncation: read again from the files as they are
-            return fetch(log, offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
-        # retention moved the log start past it: the records read are still the ones
-        # written at those offsets (a consumer would skip forward on its next fetch)
-        if not parts:
-            log._check_in_range(offset)        # OffsetOutOfRangeError
-    decoded, run_next = _decode_parts(log, parts, max_bytes)
+    return isolation == "read_committed"
+
+
+def fetched(parts: list[tuple[LogSegment, int, bytes]], segments: list[LogSegment], offset: int,
+            upper: int, *, max_bytes: int, committed: bool, aborts_from_markers: bool,
+            max_message_bytes: int) -> FetchResult:
+    """What ``Log.fetch`` returns for the bytes ``parts`` read from ``offset`` (``segments``: the
+    log's segments when they were read): the records below ``upper`` (the isolation level's
+    end, capped at the caller's ``max_offset``), and the offset the next fetch starts from:
+    past every batch this one read, also when all its records were left out (control
+    batches, aborted transactions, compacted-away batches), capped at ``upper``.
+
+    ``committed`` (``read_committed``) leaves out the records of aborted transactions: the
+    aborted transactions overlapping the read come from the segments' txn indexes
+    (``LocalLog.collectAbortedTransactions``) and a transactional record of producer P is
+    dropped when it lies between the first offset and the ABORT marker of one of P's aborted
+    transactions, which is what the consumer's ``CompletedFetch`` decides batch by batch,
+    computed here over whole columns. ``aborts_from_markers`` (a reader in another process):
+    a reader cannot tell a segment without ``.txnindex`` (no abort in it) from one whose index
+    is missing (a copy of the ``.log`` files): it takes the aborts from the markers
+    themselves, as recovery rebuilds the index, never from the index."""
+    decoded, run_next = _decode_parts(parts, max_bytes, max_message_bytes)
     if run_next < 0:
         return FetchResult(empty_table(), offset)
     table = decoded
@@ -116,10 +101,7 @@ def fetch(log: Log, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | 
     control = table.column("isControl")
     if pc.any(control).as_py():
         keep = pc.invert(control)
-    if committed and table.num_rows and log.read_only:
-        # a reader cannot tell a segment without .txnindex (no abort in it) from one whose
-        # index is missing (a copy of the .log files): it takes the aborts from the
-        # markers themselves, as recovery rebuilds the index, never from the index
+    if committed and table.num_rows and aborts_from_markers:
         aborted_rows = aborted_by_markers(decoded, segments, run_next)[lo:hi]
         if aborted_rows.any():
             mask = pa.array(~aborted_rows)
@@ -134,7 +116,7 @@ def fetch(log: Log, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | 
     return FetchResult(table if keep is None else table.filter(keep), next_offset)
 
 
-def _decode_parts(log: Log, parts: list[tuple[LogSegment, int, bytes]], max_bytes: int
+def _decode_parts(parts: list[tuple[LogSegment, int, bytes]], max_bytes: int, max_message_bytes: int
                   ) -> tuple[pa.Table, int]:
     """The records of ``_read_parts``' bytes and the offset after the last batch decoded
     (-1: none). Decoding stops after the batch whose records take the decoded size to
@@ -147,7 +129,7 @@ def _decode_parts(log: Log, parts: list[tuple[LogSegment, int, bytes]], max_byte
     for seg, position, data in parts:
         try:
             run = decode_run(data, max_decoded=max(budget, 0), check_order=True,
-                             max_decompressed=default_max_decompressed(log.config.max_message_bytes))
+                             max_decompressed=default_max_decompressed(max_message_bytes))
         except CorruptRecordError as e:
             raise e.located(source=str(seg.log_path), base_position=position) from e.__cause__
         if run.batches:
@@ -161,14 +143,13 @@ def _decode_parts(log: Log, parts: list[tuple[LogSegment, int, bytes]], max_byte
     return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), next_offset
 
 
-def fetch_offset_by_timestamp(log: Log, timestamp: int) -> TimestampAndOffset | None:
-    """``UnifiedLog.fetchOffsetByTimestamp``, with ListOffsets' special timestamps:
-    -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the largest
-    timestamp; otherwise the first record at or after ``timestamp`` with its leader epoch."""
-    with log._lock:
-        segments = log._segments.values()
-        start, end = log.log_start_offset, log._log_end_offset
-    cache = log.leader_epoch_cache
+def fetch_offset_by_timestamp(segments: list[LogSegment], start: int, end: int, cache: LeaderEpochCache,
+                              timestamp: int) -> TimestampAndOffset | None:
+    """``UnifiedLog.fetchOffsetByTimestamp`` over a log's ``segments`` (its log start offset
+    ``start``, end offset ``end``, leader-epoch ``cache``), with ListOffsets' special
+    timestamps: -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the
+    largest timestamp; otherwise the first record at or after ``timestamp`` with its leader
+    epoch."""
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return TimestampAndOffset(-1, start, cache.epoch_for_offset(start))
     if timestamp == LATEST_TIMESTAMP:

@@ -1,87 +1,85 @@
 """Retention (Kafka's ``UnifiedLog.deleteOldSegments``): the segments below the log start
 offset, over ``retention.bytes`` or older than ``retention.ms`` leave the log, oldest first,
-through ``LocalLog``'s asynchronous delete. Functions of the ``Log`` they prune, called under
-its lock.
+through ``LocalLog``'s asynchronous delete. ``Log`` calls ``delete_old_segments`` under its lock
+with its ``LocalLog`` and two steps of its own (a roll, and ``UnifiedLog.deleteSegments``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Callable, Iterator
 
+from .local_log import LocalLog
 from .segment import LogSegment
-
-if TYPE_CHECKING:
-    from .log import Log
 
 logger = logging.getLogger(__name__)
 
+# ``LocalLog.deletableSegments``' predicate: (segment, the next segment or None) -> delete it?
+SegmentPredicate = Callable[[LogSegment, LogSegment | None], bool]
 
-def delete_old_segments(log: Log, now_ms: int | None = None) -> int:
+
+def delete_old_segments(local: LocalLog, log_start_offset: int, now_ms: int | None = None, *,
+                        high_watermark: int, roll: Callable[[], LogSegment],
+                        delete: Callable[[list[LogSegment], str], None]) -> int:
     """``UnifiedLog.deleteOldSegments``: with ``cleanup.policy`` containing ``delete``, the
     segments below the log start offset, then those over ``retention.bytes``, then those
     older than ``retention.ms`` (each judged by its largest timestamp, else its file's
     mtime); otherwise (compact only) just those below the log start offset. Oldest first,
-    stopping at the first segment that must stay. Returns how many segments went; their
-    files are renamed ``.deleted`` now and removed after ``file.delete.delay.ms``."""
-    log._check_writable()
-    now = log.clock() if now_ms is None else now_ms
-    with log._lock:
-        log.metrics.retention_runs += 1
-        deleted = _delete_log_start_offset_breached(log)
-        if log.config.delete:
-            deleted += _delete_retention_size_breached(log)
-            deleted += _delete_retention_ms_breached(log, now)
-        log.delete_expired_files(now)
-        return deleted
+    stopping at the first segment that must stay, never one reaching past ``high_watermark``.
+    ``roll`` starts a new active segment at the log end offset (a log always keeps one);
+    ``delete(segments, reason)`` is ``UnifiedLog.deleteSegments`` (their files renamed
+    ``.deleted`` now and removed after ``file.delete.delay.ms``, their producer snapshots,
+    the log start offset moved to the first segment left). Returns how many segments went."""
+    now = local.clock() if now_ms is None else now_ms
+    local.metrics.retention_runs += 1
+    deleted = 0
+    for predicate, reason in _breaches(local, log_start_offset, now):
+        deleted += _delete_old_segments(local, high_watermark, roll, delete, predicate, reason)
+    local.delete_expired_files(now)
+    return deleted
 
 
-def _delete_log_start_offset_breached(log: Log) -> int:
-    start = log.log_start_offset
-    return _delete_old_segments(log, lambda seg, nxt: nxt is not None and nxt.base_offset <= start,
-                                     "log start offset breach")
+def _breaches(local: LocalLog, log_start_offset: int, now: int) -> Iterator[tuple[SegmentPredicate, str]]:
+    """The predicates of ``deleteLogStartOffsetBreachedSegments``, then (``delete`` policy)
+    ``deleteRetentionSizeBreachedSegments`` and ``deleteRetentionMsBreachedSegments``, each
+    made when the deletions of the one before are done (the size is the log's size then)."""
+    yield (lambda seg, nxt: nxt is not None and nxt.base_offset <= log_start_offset), "log start offset breach"
+    if not local.config.delete:
+        return
+    retention = local.config.retention_bytes
+    size = local.segments.size_in_bytes
+    if retention >= 0 and size >= retention:
+        diff = size - retention
+
+        def over(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        yield over, f"retention size {retention} breach"
+    retention_ms = local.config.retention_ms
+    if retention_ms >= 0:
+        yield (lambda seg, _nxt: now - seg.largest_timestamp > retention_ms), f"retention time {retention_ms}ms breach"
 
 
-def _delete_retention_size_breached(log: Log) -> int:
-    retention = log.config.retention_bytes
-    size = log.size
-    if retention < 0 or size < retention:
-        return 0
-    diff = size - retention
-
-    def over(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-        nonlocal diff
-        if diff - seg.size >= 0:
-            diff -= seg.size
-            return True
-        return False
-
-    return _delete_old_segments(log, over, f"retention size {retention} breach")
-
-
-def _delete_retention_ms_breached(log: Log, now: int) -> int:
-    retention = log.config.retention_ms
-    if retention < 0:
-        return 0
-    return _delete_old_segments(log, lambda seg, _nxt: now - seg.largest_timestamp > retention,
-                                     f"retention time {retention}ms breach")
-
-
-def _delete_old_segments(log: Log, predicate, reason: str) -> int:
-    """``UnifiedLog.deleteOldSegments(predicate, reason)`` and ``deleteSegments``."""
-    deletable = log.deletable_segments(predicate)
+def _delete_old_segments(local: LocalLog, high_watermark: int, roll: Callable[[], LogSegment],
+                         delete: Callable[[list[LogSegment], str], None], predicate: SegmentPredicate,
+                         reason: str) -> int:
+    """``UnifiedLog.deleteOldSegments(predicate, reason)``."""
+    deletable = local.deletable_segments(predicate, high_watermark, local.log_end_offset)
     if not deletable:
         return 0
     doomed = deletable
-    if len(log._segments) == len(deletable):
+    if len(local.segments) == len(deletable):
         # a log always has a segment: deleting them all rolls a new one first, at the LEO
-        new = log.roll()
+        new = roll()
         if deletable[-1].base_offset == new.base_offset:
             logger.warning("Empty active segment at %d of %s was kept (%s)", new.base_offset,
-                        log.dir.name, reason)
+                           local.dir.name, reason)
             doomed = deletable[:-1]
-    logger.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), log.dir.name, reason,
-             ", ".join(str(s.base_offset) for s in doomed))
-    log._remove_and_delete_segments(doomed, reason)
-    log._maybe_increment_log_start_offset(log._segments.first_segment.base_offset)
+    logger.info("Deleting %d segment(s) of %s (%s): %s", len(doomed), local.dir.name, reason,
+                ", ".join(str(s.base_offset) for s in doomed))
+    delete(doomed, reason)
     return len(deletable)
