@@ -76,10 +76,8 @@ def collect_aborted_transactions(log: Log, start_offset: int, upper_bound_offset
 
 def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
     """``UnifiedLog.lastRecordsOfActiveProducers``."""
-    with log._lock:
-        producers = dict(log.producer_state.active_producers)
-    return {pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
-            for pid, e in producers.items()}
+    return {pid: LastRecord(last_data_offset, epoch)
+            for pid, (last_data_offset, epoch) in log.last_records_of_active_producers().items()}
 
 
 def last_modified_ms(seg: LogSegment) -> int:

@@ -22,6 +22,7 @@ Both directions stay in this one module (a little over 700 lines) as Kafka's
 from __future__ import annotations
 
 import struct
+from enum import IntEnum
 from typing import Any, Callable, Literal, NoReturn, overload
 from dataclasses import dataclass
 
@@ -336,6 +337,20 @@ def _decode_group(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.nd
     ], schema=SCHEMA)
 
 
+class RecordField(IntEnum):
+    """The rows of ``record_fields``' array (``_kernels.parse_records`` writes one row per
+    field of a v2 record): ``fields[RecordField.OFFSET_DELTA]`` is every record's offset delta.
+    A negative key or value length is a null one."""
+
+    TIMESTAMP_DELTA = 0
+    OFFSET_DELTA = 1
+    KEY_START = 2
+    KEY_LENGTH = 3
+    VALUE_START = 4
+    VALUE_LENGTH = 5
+    HEADER_COUNT = 6
+
+
 @overload
 def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None, *, gather: Literal[False] = False) -> np.ndarray: ...
@@ -350,8 +365,8 @@ def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.nd
 def record_fields(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None, *,
                   gather: bool = False) -> np.ndarray | tuple[np.ndarray, pa.Array, pa.Array]:
-    """Every record's fields (``_kernels.parse_records``' seven rows: ``fields[k]`` is field k
-    of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``;
+    """Every record's fields (``_kernels.parse_records``' seven rows, named by ``RecordField``:
+    ``fields[k]`` is field k of every record) of the batches in ``scan``, whose records lie at ``data[lo[i]:hi[i]]``;
     the codec's error for the first record that does not decode. With ``gather``, also the
     key and value columns, copied by the same walk: ``(fields, keys, values)``."""
     counts = scan.records_count

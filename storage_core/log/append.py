@@ -231,7 +231,8 @@ class LogAppender:
         the headers with numpy, one write. ``owned``: ``batches`` is a writable buffer of ours
         (just encoded, or a ``bytearray`` handed over), patched in place instead of copied."""
         started = time.perf_counter_ns()
-        buf = batches if owned else bytearray(batches)
+        # bytes cannot be patched in place: copied as any buffer not handed over
+        buf = batches if owned and not isinstance(batches, bytes) else bytearray(batches)
         with self._lock:
             scan = scan_batches(buf, verify=True)
             if scan.legacy_at_end:

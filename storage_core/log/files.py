@@ -16,8 +16,11 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
+
 from ..data_files import file_problem, filename_prefix, offset_from_filename
 from ..errors import CorruptRecordError, UnsafeFileError
+from ..format.buffers import ByteBuffer
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                           LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE,
                           RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
@@ -110,10 +113,11 @@ def check_partition_dir(directory: str | os.PathLike[str], *, writer: bool = Tru
 _COPY_CHUNK = 8 << 20
 
 
-def write_all(fd: int, data, position: int) -> None:
+def write_all(fd: int, data: ByteBuffer, position: int) -> None:
     """Write all of ``data`` (bytes-like) at ``position`` of ``fd``, however many positioned
     writes the kernel takes."""
-    view = memoryview(data).cast("B")
+    # an ndarray's buffer is its .data (numpy's stubs give ndarray no __buffer__ before 3.12)
+    view = (data.data if isinstance(data, np.ndarray) else memoryview(data)).cast("B")
     while view:
         n = os.pwrite(fd, view, position)
         position += n

@@ -16,8 +16,6 @@ import os
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from ..common import INT_MAX
 from ..config import LogConfig
 from ..errors import CorruptRecordError, KafkaLogError, LogLockedError, OffsetOverflowError
@@ -25,12 +23,10 @@ from ..format.batch_header import HEADER_SIZE_UP_TO_MAGIC, BatchField, read_fiel
 from ..index import AbortedTxn
 from .files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, filename_prefix, segment_paths
 from .log_metrics import LogMetrics
-from .segment import LogSegment
+from .segment import AT_START, LogSegment
 from .segments import LogSegments
 
 logger = logging.getLogger(__name__)
-
-_AT_START = np.zeros(1, dtype=np.int64)      # read_field's positions: one batch, at 0
 
 
 class LocalLog:
@@ -203,13 +199,13 @@ class LocalLog:
         # the first bytes (up to the magic) of the batch the cut removes, empty if none
         head = seg.read_bytes(found.position, HEADER_SIZE_UP_TO_MAGIC) if found is not None else b""
         seg.truncate_to(offset)
-        if len(head) < HEADER_SIZE_UP_TO_MAGIC or int(read_field(head, _AT_START, BatchField.MAGIC)[0]) < 2:
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC or int(read_field(head, AT_START, BatchField.MAGIC)[0]) < 2:
             self.log_end_offset = self.active_segment.read_next_offset()
         else:
             # updateLogEndOffset(targetOffset), where the batch holding the target went whole
             # (the log ends at that batch's base), so on a compacted log whose offsets below
             # the target were cleaned away the end is the target, not the emptied segment's base
-            self.log_end_offset = min(offset, int(read_field(head, _AT_START, BatchField.BASE_OFFSET)[0]))
+            self.log_end_offset = min(offset, int(read_field(head, AT_START, BatchField.BASE_OFFSET)[0]))
 
     # ---------------------------------------------------------------------------- delete
 

@@ -1,7 +1,5 @@
-"""Log: one ``topic-partition`` directory (Kafka's ``UnifiedLog``), the facade over ``LocalLog``,
-``LogLoader``, ``LogView`` and the append, read and retention paths.
-
-The public API the rest of kafkalog and its users call::
+"""Log: one ``topic-partition`` directory (Kafka's ``UnifiedLog``), the facade composing
+``LocalLog``, ``LogLoader``, ``LogAppender`` and the read and retention paths. Its API::
 
     with Log.open("/data/kafkalog/orders-0") as log:
         info = log.append(pa.table({"key": keys, "value": values}))
@@ -52,12 +50,12 @@ Clock = Callable[[], int]
 
 class Log:
     """One partition directory (Kafka's ``UnifiedLog``). Open with ``Log.open``; close (or use
-    ``with``) when done.
-
-    The segments and their files belong to a ``LocalLog`` (``_local``; its ``LogSegments`` is
-    ``_segments``), opening is ``LogLoader``'s, a reader's listing ``LogView``'s; this class
-    keeps the offsets, the producer state and the leader-epoch cache, and decides appends
-    (``log/append.py``), reads (``log/read.py``), truncation and retention (``log/retention.py``).
+    ``with``) when done. As in Kafka's split, the parts it composes do not know it: the
+    ``LocalLog`` (``_local``: the ``LogSegments`` ``_segments``, the log end offset, the delayed
+    deletes), the ``LogLoader`` that fills it at open, the ``LogAppender`` (``_appender``), and
+    the functions of ``read.py`` and ``retention.py``; a reader lists segments with ``LogView``.
+    This class keeps the log start offset, the recovery point, the producer state and the
+    leader-epoch cache, and decides reads, truncation, retention and segment replacement.
 
     Thread-safety: one ``RLock`` (``_lock``) guards the segment map, the offsets
     (``log_start_offset``, ``recovery_point``, the log end offset), the producer state, the
@@ -106,8 +104,8 @@ class Log:
                 (self.dir / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
             self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
             self._force_full_recovery = True
-        self._appender = LogAppender(self._local, self._producer_state, self.leader_epoch_cache,
-                                     lock=self._lock, flush_upto=lambda upto: self._flush(data_only=False, upto=upto),
+        self._appender = LogAppender(self._local, self._producer_state, self.leader_epoch_cache, lock=self._lock,
+                                     flush_upto=lambda upto: self._flush(data_only=False, upto=upto),
                                      flush_per_policy=self._flush_per_policy)
 
     # ---------------------------------------------------------------------------- opening
@@ -166,8 +164,7 @@ class Log:
 
     def _loader(self) -> LogLoader:
         return LogLoader(self._local, self._producer_state, self.leader_epoch_cache, read_only=self.read_only,
-                         had_clean_shutdown=self._had_clean_shutdown,
-                         force_full_recovery=self._force_full_recovery)
+                         had_clean_shutdown=self._had_clean_shutdown, force_full_recovery=self._force_full_recovery)
 
     def _load(self) -> None:
         loaded = self._loader().load()
@@ -289,17 +286,14 @@ class Log:
                max_batch_bytes: int | None = None) -> AppendInfo:
         """Encode an Arrow table (``value``; optional ``key``, ``timestamp``, ``headers``) into
         batches and append them with offsets from the log end offset."""
-        codec = compression or self._default_compression()
+        t = self.config.compression_type
+        codec = compression or ("none" if t in ("producer", "uncompressed") else t)
         limit = max_batch_bytes or min(self.config.max_message_bytes, 1 << 20)
         raw = encode_batches(records, compression=codec, max_batch_bytes=limit,
                              base_offset=self._local.log_end_offset, now_ms=self.clock())
         self._check_writable()
         return self._appender.append_batches(raw, assign_offsets=True, leader_epoch=None,
                                              origin=AppendOrigin.CLIENT, owned=True)
-
-    def _default_compression(self) -> str:
-        t = self.config.compression_type
-        return "none" if t in ("producer", "uncompressed") else t
 
     def append_raw(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True,
                    leader_epoch: int | None = None, owned: bool = False) -> AppendInfo:

@@ -15,7 +15,7 @@ import random
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -38,6 +38,10 @@ logger = logging.getLogger(__name__)
 _FIND_WINDOW = 64 << 10     # first read when looking for an offset from its index entry
 
 _CHUNK = 1 << 20
+
+# read_field's positions for the one batch at the start of a buffer (read-only: shared)
+AT_START = np.zeros(1, dtype=np.int64)
+AT_START.setflags(write=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +101,10 @@ class LogSegment:
         self._max_ts: tuple[int, int] | None = None    # (max timestamp so far, its shallow offset)
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, config: LogConfig, **kwargs) -> "LogSegment":
-        return cls(directory, base_offset, config, **kwargs)
+    def open(cls, directory: Path, base_offset: int, config: LogConfig, *, writable: bool = True,
+             file_suffix: str = "", preallocate: bool | None = None, created_ms: int | None = None) -> "LogSegment":
+        return cls(directory, base_offset, config, writable=writable, file_suffix=file_suffix,
+                   preallocate=preallocate, created_ms=created_ms)
 
     # -------------------------------------------------------------------------------- state
 
@@ -149,18 +155,18 @@ class LogSegment:
             if found:
                 pos += stream.position
                 continue
-            size = int(read_field(chunk, [0], BatchField.LENGTH)[0]) + LOG_OVERHEAD
+            size = int(read_field(chunk, AT_START, BatchField.LENGTH)[0]) + LOG_OVERHEAD
             if size <= len(chunk) or pos + size > end:
                 return                      # a partial batch at the end
             big = os.pread(self._fd, size, pos)
             try:
-                b = LogInputStream(big, 0, len(big), verify=verify, source=str(self.log_path),
-                                   max_batch_size=limit).next_batch()
+                alone = LogInputStream(big, 0, len(big), verify=verify, source=str(self.log_path),
+                                       max_batch_size=limit).next_batch()
             except CorruptRecordError as e:
                 raise e.located(source=str(self.log_path), base_position=pos) from e.__cause__
-            if b is None:                   # the file shrank under the read (a truncation)
+            if alone is None:               # the file shrank under the read (a truncation)
                 return
-            yield b, big, pos
+            yield alone, big, pos
             pos += size
 
     def batches(self, start_position: int = 0, *, verify: bool = False) -> Iterator[BatchInfo]:
@@ -226,7 +232,7 @@ class LogSegment:
     # -------------------------------------------------------------------------------- append
 
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
-               records, *, batches: BatchArrays | None = None) -> None:
+               records: bytes | bytearray | memoryview, *, batches: BatchArrays | None = None) -> None:
         """``LogSegment.append``: the bytes of one or more whole batches, whose last offset is
         ``largest_offset``. Indexed when more than ``index.interval.bytes`` were appended since the
         last entry (checked before counting this append: a segment's first append is never
@@ -445,7 +451,8 @@ class LogSegment:
 
         limit = default_max_decompressed(self.config.max_message_bytes)
         expected = self.base_offset
-        checked: tuple[object, int, int | None, CorruptRecordError | None] = (None, 0, None, None)
+        # the chunk whose batches _check_chunk checked, up to where, and its first invalid one
+        checked: tuple[bytes | None, int, int | None, CorruptRecordError | None] = (None, 0, None, None)
         for b, chunk, base in self._walk(0, verify=True):
             where = base + b.position
             if b.magic < 2:
@@ -456,8 +463,9 @@ class LogSegment:
             else:
                 if checked[0] is not chunk or b.position >= checked[1]:
                     checked = (chunk, *self._check_chunk(chunk, b.position, limit, base))
-                if checked[2] is not None and b.position >= checked[2]:
-                    raise checked[3]
+                bad_at, error = checked[2], checked[3]
+                if bad_at is not None and error is not None and b.position >= bad_at:
+                    raise error
             if next_base_offset is not None and b.last_offset >= next_base_offset:
                 raise CorruptRecordError(
                     f"batch offsets {b.base_offset}..{b.last_offset} reach the next segment's "
@@ -484,6 +492,7 @@ class LogSegment:
         located in the file)``."""
         from .validator import check_stored_batches
 
+        scan: BatchArrays | None
         try:
             scan = scan_batches(chunk, start)
         except CorruptRecordError as e:        # the walk raises it when it gets there
@@ -497,7 +506,8 @@ class LogSegment:
             return scan.end, e.position, e.located(source=str(self.log_path), base_position=base)
         return scan.end, None, None
 
-    def recover(self, on_batch=None, next_base_offset: int | None = None) -> int:
+    def recover(self, on_batch: Callable[[bytes, BatchInfo], None] | None = None,
+                next_base_offset: int | None = None) -> int:
         """``LogSegment.recover``: validate every batch (``valid_batches``), rebuild the offset
         and time indexes per batch, stop at the first invalid one and truncate the log there,
         keeping every valid batch before it. ``on_batch(view, info)`` sees each valid batch
@@ -506,20 +516,21 @@ class LogSegment:
         self.time_index.reset()
         self.txn_index.reset()
 
-        state = {"valid": 0, "last_index_entry": 0, "max": (-1, self.base_offset)}
+        valid = last_index_entry = 0
+        max_ts, max_off = -1, self.base_offset
 
         def accept(b: BatchInfo, chunk: bytes) -> None:
-            valid = state["valid"]
-            if b.max_timestamp > state["max"][0]:
-                state["max"] = (b.max_timestamp, b.last_offset)
-            if valid - state["last_index_entry"] > self.config.index_interval_bytes and \
+            nonlocal valid, last_index_entry, max_ts, max_off
+            if b.max_timestamp > max_ts:
+                max_ts, max_off = b.max_timestamp, b.last_offset
+            if valid - last_index_entry > self.config.index_interval_bytes and \
                     not self.offset_index.is_full() and not self.time_index.is_full():
                 # per batch, recovery can want more entries than the live per-append
                 # indexing made; an index is sparse, so a full one just stops growing
                 self.offset_index.append(b.last_offset, valid)
-                self.time_index.maybe_append(*state["max"])
-                state["last_index_entry"] = valid
-            state["valid"] = valid + b.size
+                self.time_index.maybe_append(max_ts, max_off)
+                last_index_entry = valid
+            valid += b.size
             if on_batch is not None:
                 on_batch(chunk, b)
 
@@ -531,9 +542,7 @@ class LogSegment:
                 accept(b, chunk)
         except CorruptRecordError as e:
             logger.warning("Found invalid batch in %s after position %d: %s; truncating",
-                        self.log_path, state["valid"], e.reason)
-        valid = state["valid"]
-        max_ts, max_off = state["max"]
+                        self.log_path, valid, e.reason)
         truncated = self._size - valid
         if truncated > 0:
             logger.warning("Truncating %s from %d to %d bytes", self.log_path, self._size, valid)

@@ -99,8 +99,10 @@ class LogSegments:
     def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
         """Every segment, or (``LogSegments.values(from, to)``) those holding offsets in
         ``[from_offset, to_offset)``: see ``bases_in_range``."""
-        if from_offset is None:
+        if from_offset is None and to_offset is None:
             return [self._by_base[b] for b in self._bases]
+        if from_offset is None or to_offset is None:
+            raise TypeError("LogSegments.values takes both from_offset and to_offset, or neither")
         return [self._by_base[b] for b in bases_in_range(self._bases, from_offset, to_offset)]
 
     @property

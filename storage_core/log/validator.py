@@ -10,12 +10,14 @@ loop per batch or record.
 
 from __future__ import annotations
 
+from typing import Iterator, cast
+
 import numpy as np
 
 from ..common import LONG_MAX
 from ..errors import CorruptRecordError, InvalidOffsetError, InvalidTimestampError
 from ..format.batch_header import BatchField, HeaderColumn, patch_field
-from ..format.columnar import first_bad_offset_deltas, record_fields
+from ..format.columnar import RecordField, first_bad_offset_deltas, record_fields
 from ..format.compression import CompressionType, decompress
 from ..format.log_input_stream import MIN_RECORD_SIZE, BatchArrays, max_records_per_batch, too_many_records
 from ..format.record_batch import (CONTROL_FLAG_MASK, COMPRESSION_CODEC_MASK, LOG_APPEND_TIME,
@@ -29,7 +31,7 @@ def _where(batches: BatchArrays, i: int, name: str) -> tuple[str, int]:
     return f"batch at position {pos} of the append to {name}", pos
 
 
-def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
+def validate_batches(buf: bytes | bytearray | memoryview, batches: BatchArrays, *, name: str, client: bool,
                      allow_control: bool = False, require_keys: bool = False,
                      max_decompressed: int,
                      timestamp_window: tuple[int, int] | None = None) -> None:
@@ -60,7 +62,7 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
         # inner offset deltas must be 0..n-1 in every batch, and lastOffsetDelta n-1
         firsts = np.cumsum(counts) - counts
         expected = np.arange(fields.shape[1]) - np.repeat(firsts, counts)
-        bad_rec = np.flatnonzero(fields[1] != expected)
+        bad_rec = np.flatnonzero(fields[RecordField.OFFSET_DELTA] != expected)
         bad = np.flatnonzero(batches.column("last_offset_delta") != counts - 1)
         first_bad = min([int(np.searchsorted(firsts, bad_rec[0], "right")) - 1] if bad_rec.size
                         else [], default=n)
@@ -73,7 +75,7 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
     if timestamp_window is not None:
         _check_timestamps(batches, fields, timestamp_window, name)
     if require_keys:
-        nulls = np.flatnonzero((fields[3] < 0) & ok)
+        nulls = np.flatnonzero((fields[RecordField.KEY_LENGTH] < 0) & ok)
         if nulls.size:
             firsts = np.cumsum(counts) - counts
             b = int(np.searchsorted(firsts, nulls[0], "right")) - 1
@@ -83,7 +85,7 @@ def validate_batches(buf, batches: BatchArrays, *, name: str, client: bool,
                 f"(record {int(nulls[0] - firsts[b])} of the {where})", position=pos)
 
 
-def assign_batch_offsets(buf: bytearray, batches: BatchArrays, *, log_end: int, assign: bool,
+def assign_batch_offsets(buf: bytearray | memoryview, batches: BatchArrays, *, log_end: int, assign: bool,
                    leader_epoch: int | None, log_append_time: int | None, name: str) -> np.ndarray:
     """The last step of ``LogValidator.validateMessagesAndAssignOffsets``, on validated
     ``batches`` of ``buf``, in place and in ``batches.fields``: with ``assign`` (a producer's
@@ -111,7 +113,9 @@ def assign_batch_offsets(buf: bytearray, batches: BatchArrays, *, log_end: int, 
         batches.fields[:, HeaderColumn.PARTITION_LEADER_EPOCH] = leader_epoch
     if log_append_time is not None:
         for p in positions.tolist():
-            set_max_timestamp(buf, p, LOG_APPEND_TIME, log_append_time)
+            # set_max_timestamp writes with struct.pack_into: any writable buffer will do,
+            # its annotation names the bytearray of the format layer's own builders
+            set_max_timestamp(cast(bytearray, buf), p, LOG_APPEND_TIME, log_append_time)
         batches.fields[:, HeaderColumn.MAX_TIMESTAMP] = log_append_time
     return bases
 
@@ -121,7 +125,7 @@ def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[in
     """``LogValidator.validateTimestamp`` for CreateTime: every record's timestamp (records
     without one, -1, pass) within the window, bounds included."""
     counts = batches.records_count
-    ts = np.repeat(batches.column("base_timestamp"), counts) + fields[0]
+    ts = np.repeat(batches.column("base_timestamp"), counts) + fields[RecordField.TIMESTAMP_DELTA]
     lo, hi = window
     bad = np.flatnonzero((ts != -1) & ((ts < lo) | (ts > hi)))
     if bad.size:
@@ -141,7 +145,8 @@ def _check_timestamps(batches: BatchArrays, fields: np.ndarray, window: tuple[in
 _CHECK_GROUP_BYTES = 32 << 20
 
 
-def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _record_fields(buf: bytes | bytearray | memoryview, batches: BatchArrays, limit: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Every record's fields (``parse_records``' seven rows), the batches in order, and a
     mask of the records that belong to data batches (control records have no keys to check).
     Raises the codec's error for the first record that does not decode."""
@@ -151,7 +156,8 @@ def _record_fields(buf, batches: BatchArrays, limit: int) -> tuple[np.ndarray, n
     return fields, data_records
 
 
-def _record_field_groups(buf, batches: BatchArrays, limit: int, group_bytes: int | None):
+def _record_field_groups(buf: bytes | bytearray | memoryview, batches: BatchArrays, limit: int, group_bytes: int | None
+                         ) -> Iterator[tuple[int, int, np.ndarray]]:
     """Every record's fields, as ``(first batch, end batch, fields)`` for consecutive groups of
     ``batches`` whose decompressed records take about ``group_bytes`` (None: one group; a group
     holds at least one batch). Uncompressed records are read in place."""
@@ -171,10 +177,13 @@ def _record_field_groups(buf, batches: BatchArrays, limit: int, group_bytes: int
     # decompressed pieces and uncompressed record bytes laid end to end, a group at a time
     mv = memoryview(buf).cast("B")
     try:
-        pieces, lo_l, hi_l, at, first = [], [], [], 0, 0
+        pieces: list[bytes | memoryview] = []
+        lo_l: list[int] = []
+        hi_l: list[int] = []
+        at = first = 0
         for i, (p, s, c, cnt) in enumerate(zip(pos.tolist(), size.tolist(), codec.tolist(),
                                                counts.tolist())):
-            piece = mv[p + RECORD_BATCH_OVERHEAD:p + s]
+            piece: bytes | memoryview = mv[p + RECORD_BATCH_OVERHEAD:p + s]
             if c:
                 try:
                     piece = decompress(c, piece, magic=2, max_size=limit)
@@ -199,7 +208,7 @@ def _record_field_groups(buf, batches: BatchArrays, limit: int, group_bytes: int
         mv.release()
 
 
-def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) -> None:
+def check_stored_batches(buf: bytes | bytearray | memoryview, batches: BatchArrays, *, max_decompressed: int) -> None:
     """What makes a v2 batch found on disk valid, beyond the size, magic and CRC the header
     walk checked: the one definition ``kafkalog verify``, recovery (``LogSegment.recover``) and
     reads hold stored batches to (docs/operations.md, "What valid means"). A batch is valid when
@@ -239,14 +248,15 @@ def check_stored_batches(buf, batches: BatchArrays, *, max_decompressed: int) ->
         j = upto
         try:
             for g0, g1, fields in _record_field_groups(buf, sub, max_decompressed, _CHECK_GROUP_BYTES):
-                k = first_bad_offset_deltas(fields[1], BatchArrays(sub.fields[g0:g1], 0))
+                k = first_bad_offset_deltas(fields[RecordField.OFFSET_DELTA], BatchArrays(sub.fields[g0:g1], 0))
                 if k < g1 - g0:
                     j = g0 + k
                     break
         except CorruptRecordError as e:
+            at_position = int(sub.position[-1]) if e.position is None else e.position
             err = e if e.position is not None else CorruptRecordError(
-                e.reason, position=int(sub.position[-1]), offset=int(sub.base_offset[-1]))
-            upto = int(np.searchsorted(sub.position, err.position, "left"))
+                e.reason, position=at_position, offset=int(sub.base_offset[-1]))
+            upto = int(np.searchsorted(sub.position, at_position, "left"))
             continue
         if j < upto:
             raise CorruptRecordError(

@@ -63,8 +63,7 @@ class LogView:
         load rule); an unreadable checkpoint counts as 0."""
         tp = parse_topic_partition_dir(self.dir.name)
         try:
-            checkpoint = OffsetCheckpointFile(self.dir.parent / LOG_START_OFFSET_CHECKPOINT).read().get(
-                (tp.topic, tp.partition), 0)
+            checkpoint = OffsetCheckpointFile(self.dir.parent / LOG_START_OFFSET_CHECKPOINT).read().get(tp, 0)
         except (OSError, KafkaLogError):
             checkpoint = 0
         return log_start_offset(checkpoint, min(self.segment_base_offsets(), default=0))
@@ -118,7 +117,7 @@ class LogView:
                     if not is_segment_file(n):
                         continue
                     base = offset_from_filename(n)
-                    if lo is not None and lo <= base < hi:
+                    if lo is not None and hi is not None and lo <= base < hi:
                         continue                 # replaced by a swap in progress
                     segs.append(LogSegment.open(self.dir, base, self.config, writable=False,
                                                 preallocate=False))
