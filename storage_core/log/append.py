@@ -1,11 +1,11 @@
-"""The append paths of a ``Log`` (Kafka's ``UnifiedLog.append``): a producer's, a replica's or a
-coordinator's batches validated and numbered (``LogValidator``), the producer state checked
-(``analyzeAndValidateProducerState``), the segment rolled when due, the batches written, then
-the leader epochs, the log end offset, the producer state and the flush policy. Also the two
-appends kafkalog adds for a trusted writer (the Spark sink's staged files): kernel-side copies
-from a file, and a whole file renamed into a new segment.
-
-Functions of the ``Log`` they append to, called by its public methods under its lock.
+"""LogAppender: the append paths of a ``Log`` (Kafka's ``UnifiedLog.append``): a producer's, a
+replica's or a coordinator's batches validated and numbered (``LogValidator``), the producer
+state checked (``analyzeAndValidateProducerState``), the segment rolled when due
+(``UnifiedLog.roll``), the batches written, then the leader epochs, the log end offset, the
+producer state and the flush policy. Also the two appends kafkalog adds for a trusted writer
+(the Spark sink's staged files): kernel-side copies from a file, and a whole file renamed into
+a new segment. ``Log`` composes one and calls it from its public methods; it is given the
+parts it changes and does not know ``Log``.
 """
 
 from __future__ import annotations

@@ -2,12 +2,17 @@
 ``LogLoader``): the temporary files of an interrupted clean, split or delete resolved
 (``.deleted`` and ``.cleaned`` removed, ``.swap`` completed), orphaned indexes removed, the
 segments opened, every segment after the recovery point validated (an invalid tail truncated,
-an overflowed segment split), the log start offset, recovery point and log end offset found,
-and the producer state rebuilt (``UnifiedLog.rebuildProducerState``). Before the load, the
-topic id is checked against ``partition.metadata`` (``UnifiedLog.initializeTopicId``).
+an overflowed segment split), the log end offset set in the ``LocalLog``, the log start
+offset and recovery point returned (``LoadedLogOffsets``), and the producer state rebuilt
+(``UnifiedLog.rebuildProducerState``). As Kafka's, ``LogLoader`` is handed the parts it loads
+(the ``LocalLog``, the ``ProducerStateManager``, the ``LeaderEpochCache``) and knows nothing
+of ``Log``. A reader (``Log.open(read_only=True)``) writes nothing: it takes the segments
+through ``LogView`` and replays producer state in memory on first use.
 
-A reader (``Log.open(read_only=True)``) writes nothing: it takes the segments through
-``LogView`` and replays producer state in memory on first use.
+Also the partition's files around the load: its entries in the data directory's
+recovery-point and log-start-offset checkpoints (read here, written at close by
+``write_partition_checkpoints``, dropped at delete), and the topic id checked against
+``partition.metadata`` before the load (``UnifiedLog.initializeTopicId``).
 """
 
 from __future__ import annotations

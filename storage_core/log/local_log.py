@@ -1,11 +1,14 @@
-"""LocalLog: a partition's segments on local disk and what changes them as files (Kafka's
-``LocalLog``): roll, flush, reads of raw batches across segments, truncation, the asynchronous
-delete of segments (renamed ``.deleted``, removed after ``file.delete.delay.ms``), and the
-crash-safe replacement (``.cleaned`` -> ``.swap`` -> live) of segments by the cleaner's output or
-by the pieces of a split.
+"""LocalLog: a partition's segments on local disk, its log end offset, and what changes them as
+files (Kafka's ``LocalLog``): roll, flush, reads of raw batches across segments, truncation
+(which sets the log end offset, as ``LocalLog.truncateTo`` does), the asynchronous delete of
+segments (renamed ``.deleted``, removed after ``file.delete.delay.ms``), and the crash-safe
+replacement (``.cleaned`` -> ``.swap`` -> live) of segments by the cleaner's output or by the
+pieces of a split. A reader's re-listed view keeps its previous segments open here
+(``retire_segments``).
 
-It knows nothing of producers, epochs or offsets beyond its segments: ``Log`` (Kafka's
-``UnifiedLog``) keeps those and calls in here under its lock; nothing here locks.
+It knows nothing of producers, epochs, the log start offset or the recovery point: ``Log``
+(Kafka's ``UnifiedLog``) keeps those, and ``Log``, ``LogLoader`` and ``LogAppender`` call in
+here under the log's lock; nothing here locks.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ logger = logging.getLogger(__name__)
 
 class LocalLog:
     """The segments of the partition directory ``dir`` (``segments``, a ``LogSegments``), the
-    directory's descriptor (``dir_fd``: the writer's lock, fsynced after renames) and the
-    segments and files waiting for their delayed delete."""
+    log end offset (``log_end_offset``, the next offset an append takes), the directory's
+    descriptor (``dir_fd``: the writer's lock, fsynced after renames) and the segments and
+    files waiting for their delayed delete."""
 
     def __init__(self, directory: Path, config: LogConfig, *, clock: Callable[[], int],
                  metrics: LogMetrics) -> None:

@@ -421,7 +421,7 @@ class Log:
 
     def fetch(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
               isolation: str = "read_uncommitted") -> FetchResult:
-        """``read`` plus the offset the next fetch starts from (see ``storage_core.log.read.fetch``).
+        """``read`` plus the offset the next fetch starts from (see ``storage_core.log.read.fetched``).
         A consumer loop is ``while offset < end: r = log.fetch(offset, ...); offset = r.next_offset``;
         ``read_committed`` stops at the last stable offset and leaves out aborted transactions."""
         committed = read.is_read_committed(isolation)

@@ -4,8 +4,8 @@
 The map's keys are kept sorted in one list beside it, changed only by ``add`` and ``remove``, so
 every floor/lower/higher lookup is a ``bisect``. The range rule (the segments holding offsets
 ``[from, to)``) is ``bases_in_range``, which also serves callers holding only base offsets (the
-Spark source's planned segment lists). Not thread-safe by itself: ``Log`` changes it under its
-lock and hands out lists (copies) to readers.
+Spark source's planned segment lists). Not thread-safe by itself: ``LocalLog`` and
+``LogLoader`` change it under the ``Log``'s lock, which hands out lists (copies) to readers.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """LogView: a read-only view of one partition directory, for readers in another process than the
-writer (``Log.open(read_only=True)`` and the Spark source).
+writer (``Log.open(read_only=True)``, whose ``LogLoader`` lists segments through it, and the
+Spark source). Kafka has no counterpart: its readers share the broker's ``UnifiedLog``.
 
 What a reader needs without taking the writer's lock or writing anything: a listing of the
 segments that stays consistent while the writer swaps cleaned segments in (``.swap`` files are
 the segments of a swap already decided, and the live files they cover are the ones they
 replace: the rule ``LogLoader`` completes a swap by), the log start offset (the data
-directory's ``log-start-offset-checkpoint`` and the first segment, as ``Log`` loads it), a
+directory's ``log-start-offset-checkpoint`` and the first segment, as ``LogLoader`` finds it), a
 check whether files read from were shortened or removed since, and the last stable offset of
 a tail followed from batch headers (``OngoingTransactions``), and the aborted transactions of
 what it read, from the markers themselves (``aborted_by_markers``: a reader cannot tell a
@@ -59,8 +60,8 @@ class LogView:
 
     def log_start_offset(self) -> int:
         """The log start offset, without opening the log: the data directory's
-        log-start-offset checkpoint and the first segment file, whichever is later (``Log``'s
-        load rule); an unreadable checkpoint counts as 0."""
+        log-start-offset checkpoint and the first segment file, whichever is later (``LogLoader``'s
+        rule); an unreadable checkpoint counts as 0."""
         tp = parse_topic_partition_dir(self.dir.name)
         try:
             checkpoint = OffsetCheckpointFile(self.dir.parent / LOG_START_OFFSET_CHECKPOINT).read().get(tp, 0)
