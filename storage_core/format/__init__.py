@@ -4,6 +4,7 @@
 (``record_batch``, ``legacy``, ``control``, ``log_input_stream``) serve tools, tests and headers.
 """
 
+from .buffers import ByteBuffer, as_buffer
 from .columnar import (DEFAULT_MAX_BATCH_BYTES, SCHEMA, DecodedRun, decode_batches, decode_run,
                        empty_table, encode_batches)
 from .compression import CompressionType, compress, decompress
@@ -19,5 +20,5 @@ __all__ = [
     "ControlRecordType", "EndTransactionMarker", "control_key_type_id", "end_transaction_marker_batch", "BatchInfo",
     "LogInputStream", "batch_records", "iter_batches", "iter_records", "CREATE_TIME",
     "LOG_APPEND_TIME", "NO_TIMESTAMP_TYPE", "BatchHeader", "Header", "Record", "RecordInput",
-    "build_batch", "write_empty_header",
+    "build_batch", "write_empty_header", "ByteBuffer", "as_buffer",
 ]
