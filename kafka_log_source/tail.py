@@ -142,7 +142,7 @@ class PartitionTail:
                 # a whole new segment and only its end offset wanted: its index says it
                 os.close(fd)
                 fd = -1
-                return self._end_from_index()
+                return self._end_from_index(self._active)
             data = os.pread(fd, size - self._scanned, self._scanned)
         finally:
             if fd >= 0:
@@ -161,8 +161,8 @@ class PartitionTail:
         self._scanned += scan.end
         return True
 
-    def _end_from_index(self) -> bool:
-        with self.view.segment(offset_from_filename(self._active.name)) as seg:
+    def _end_from_index(self, active: Path) -> bool:
+        with self.view.segment(offset_from_filename(active.name)) as seg:
             self._leo = max(self._leo, seg.read_next_offset())
             self._scanned = seg.size
         return True
@@ -214,7 +214,7 @@ class DataDirView:
             return {}
         if mtime != self._cp_mtime:
             try:
-                self._log_starts = dict(OffsetCheckpointFile(path).read())
+                self._log_starts = dict(OffsetCheckpointFile(path).read().items())
             except (OSError, KafkaLogError) as e:
                 logger.warning("Ignoring unreadable %s: %s", path, e)
                 self._log_starts = {}

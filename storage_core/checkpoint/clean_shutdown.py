@@ -34,8 +34,10 @@ def parse_clean_shutdown(text: str) -> int | None:
     if not isinstance(content, dict):
         return None
     version, epoch = content.get("version", 0), content.get("brokerEpoch")
-    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (version, epoch))
-    if not ints or not INT32_RANGE[0] <= version <= INT32_RANGE[1] or not INT64_RANGE[0] <= epoch <= INT64_RANGE[1]:
+    if not (isinstance(version, int) and isinstance(epoch, int)) or isinstance(version, bool) \
+            or isinstance(epoch, bool):
+        return None
+    if not INT32_RANGE[0] <= version <= INT32_RANGE[1] or not INT64_RANGE[0] <= epoch <= INT64_RANGE[1]:
         return None
     return epoch
 

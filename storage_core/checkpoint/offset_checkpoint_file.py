@@ -34,6 +34,10 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"          # LogCleanerMan
 
 OFFSET_CHECKPOINT_VERSION = 0        # OffsetCheckpointFile.CURRENT_VERSION
 
+# what a writer takes: TopicPartition keys or plain (topic, partition) tuples (a Mapping's key
+# type is invariant, so the two are named apart)
+PartitionOffsets = Mapping[TopicPartition, int] | Mapping[tuple[str, int], int]
+
 
 def format_offset_entry(entry: tuple[tuple[str, int], int]) -> str:
     """``OffsetCheckpointFile.Formatter.toString``: ``"<topic> <partition> <offset>"``."""
@@ -52,7 +56,7 @@ def parse_offset_entry(line: str) -> tuple[TopicPartition, int] | None:
 OFFSET_ENTRY_FORMATTER: EntryFormatter = EntryFormatter(format_offset_entry, parse_offset_entry)
 
 
-def _checked_offsets(offsets: Mapping[tuple[str, int], int]) -> list[tuple[tuple[str, int], int]]:
+def _checked_offsets(offsets: PartitionOffsets) -> list[tuple[tuple[str, int], int]]:
     # Kafka's TopicPartition holds only legal names; refusing others here keeps every line we
     # write readable (a topic with a space would split into four tokens).
     checked = []
@@ -64,7 +68,7 @@ def _checked_offsets(offsets: Mapping[tuple[str, int], int]) -> list[tuple[tuple
     return checked
 
 
-def format_offset_checkpoint(offsets: Mapping[tuple[str, int], int]) -> str:
+def format_offset_checkpoint(offsets: PartitionOffsets) -> str:
     """The whole file, e.g. ``{("foo", 0): 1234, ("foo", 1): 99}`` -> ``"0\\n2\\nfoo 0 1234\\nfoo 1 99\\n"``."""
     return format_checkpoint(OFFSET_CHECKPOINT_VERSION,
                              map(format_offset_entry, _checked_offsets(offsets)))
@@ -93,10 +97,10 @@ class OffsetCheckpointFile:
     def read(self) -> dict[TopicPartition, int]:
         return dict(self._file.read())
 
-    def write(self, offsets: Mapping[tuple[str, int], int], *, sync: bool = True) -> None:
+    def write(self, offsets: PartitionOffsets, *, sync: bool = True) -> None:
         self._file.write(_checked_offsets(offsets), sync=sync)
 
-    def write_if_dir_exists(self, offsets: Mapping[tuple[str, int], int], *,
+    def write_if_dir_exists(self, offsets: PartitionOffsets, *,
                             sync: bool = True) -> bool:
         return self._file.write_if_dir_exists(_checked_offsets(offsets), sync=sync)
 

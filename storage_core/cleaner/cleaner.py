@@ -342,7 +342,8 @@ class Cleaner:
                     txn: CleanedTransactionMetadata, stats: CleanerStats, source: str, base_position: int,
                     max_decompressed: int) -> bool:
         txn.on_batch_read(-1, info.last_offset, False)
-        for offset, _ts, key, _value, _magic in legacy_records(info.entry, max_decompressed, source, base_position):
+        records = legacy_records(info.legacy_entry, max_decompressed, source, base_position)
+        for offset, _ts, key, _value, _magic in records:
             if key is not None and offset >= start:
                 if offset_map.size < max_desired:
                     offset_map.put(key, offset)

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
 from ..checkpoint import TopicPartition
 from ..common import INT_MAX, wall_ms
@@ -129,7 +129,9 @@ class CleanerThread:
         try:
             return self.clean_filthiest_log(now_ms)
         except LogCleaningError as e:
-            bad = e.log
+            # errors.py (a foundation module) cannot name Log; clean_filthiest_log and the
+            # cleaner manager raise it with the Log at fault
+            bad = cast("Log | None", e.log)
             logger.warning("Unexpected exception thrown when cleaning log %s. Marking its partition "
                         "(%s) as uncleanable", bad, None if bad is None else topic_partition_of(bad),
                         exc_info=e)

@@ -21,6 +21,7 @@ from typing import Iterable
 import numba as nb
 import numpy as np
 
+from ..common import INT_MIN
 from ..format.kernels import md5_spans
 
 HASH_SIZE = 16                       # MD5
@@ -71,8 +72,8 @@ def _position(hi, lo, attempt, slots):
         probe -= 2**32                                   # Java int
     probe += max(0, attempt - HASH_SIZE + 4)
     probe = ((probe + 2**31) % 2**32) - 2**31             # int arithmetic wraps
-    if probe == -2**31:
-        probe = 0                                        # Utils.abs(Integer.MIN_VALUE)
+    if probe == INT_MIN:
+        probe = np.int64(0)                              # Utils.abs(Integer.MIN_VALUE)
     return abs(probe) % slots
 
 

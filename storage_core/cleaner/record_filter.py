@@ -88,7 +88,7 @@ def decode_records(chunk: Chunk, scan: BatchArrays, which: np.ndarray, *, max_de
         mv = memoryview(chunk)
         pieces = []
         for i, (p, s, c) in enumerate(zip(pos.tolist(), size.tolist(), codec.tolist())):
-            body = mv[p + RECORD_BATCH_OVERHEAD:p + s]
+            body: memoryview | bytes = mv[p + RECORD_BATCH_OVERHEAD:p + s]
             if c:
                 try:
                     body = decompress(c, body, magic=2, max_size=max_decompressed)
@@ -166,24 +166,26 @@ def legacy_records(entry: legacy.LegacyEntry, max_decompressed: int, source: str
     wrapper's (KAFKA-4298: the cleaner rewrites such sets)."""
     if entry.compression == 0:
         return [(entry.offset, entry.timestamp, entry.key, entry.value, entry.magic)]
-    where = dict(position=base_position + entry.position, source=source, offset=entry.offset)
+    def corrupt(reason: str) -> CorruptRecordError:
+        return CorruptRecordError(reason, position=base_position + entry.position, source=source,
+                                  offset=entry.offset)
+
     if entry.value is None:
-        raise CorruptRecordError("Found invalid compressed record set with null value", **where)
+        raise corrupt("Found invalid compressed record set with null value")
     try:
         inner_buf = decompress(entry.compression, entry.value, magic=entry.magic, max_size=max_decompressed)
         inner = list(legacy.iter_entries(inner_buf))
     except CorruptRecordError as e:
-        raise CorruptRecordError(f"compressed wrapper message: {e.reason}", **where) from e
+        raise corrupt(f"compressed wrapper message: {e.reason}") from e
     if not inner:
-        raise CorruptRecordError("Found invalid compressed record set with no inner records", **where)
+        raise corrupt("Found invalid compressed record set with no inner records")
     if any(m.compression != 0 for m in inner):
-        raise CorruptRecordError("Compressed message set contains a compressed inner message", **where)
+        raise corrupt("Compressed message set contains a compressed inner message")
     if entry.magic > 0:
         last_rel = inner[-1].offset
         if entry.offset < last_rel:
-            raise CorruptRecordError(
-                f"Found invalid wrapper offset in compressed v1 message set, wrapper offset "
-                f"'{entry.offset}' is less than the last inner message offset '{last_rel}'", **where)
+            raise corrupt(f"Found invalid wrapper offset in compressed v1 message set, wrapper offset "
+                          f"'{entry.offset}' is less than the last inner message offset '{last_rel}'")
         base = entry.offset - last_rel
     else:
         base = 0
@@ -334,6 +336,7 @@ def _filter_v2(chunk: Chunk, scan: BatchArrays, f: LogCleanerFilter, result: Fil
     # only batches that write something: in a well-compacted topic most of a chunk's batches
     # lose every record and are simply left out (no Python per dropped batch)
     emitted = inspected[(retained[inspected] > 0) | (retention[inspected] == RETAIN_EMPTY)]
+    data: bytes | memoryview
     for i in emitted.tolist():
         r = int(retained[i])
         if r:
@@ -407,11 +410,11 @@ def _rebuild_batches(chunk: Chunk, scan: BatchArrays, recs: Records, keep: np.nd
     lat = (attrs & TIMESTAMP_TYPE_MASK) != 0
     max_rec_ts = np.maximum.reduceat(ts, first_of)
     max_rec_off = np.maximum.reduceat(recs.offset[sel], first_of)
-    mv = memoryview(out)
+    mv = out.data                       # the array's bytes as a memoryview
     built: dict[int, tuple[bytes, int]] = {}
     for j, i in enumerate(batches.tolist()):
         h = scan.header(i)
-        payload = mv[int(starts[j]) + RECORD_BATCH_OVERHEAD:int(ends[j])]
+        payload: memoryview | bytes = mv[int(starts[j]) + RECORD_BATCH_OVERHEAD:int(ends[j])]
         if h.compression:
             payload = compress(h.compression, payload, magic=2)
         horizon_set = bool(need_horizon[i] or has_horizon[i])
@@ -431,7 +434,7 @@ def _rebuild_batches(chunk: Chunk, scan: BatchArrays, recs: Records, keep: np.nd
 def _filter_legacy(info: BatchInfo, f: LogCleanerFilter, result: FilterResult, chunk: Chunk,
                    base_position: int) -> None:
     """``filterTo`` for one magic 0/1 entry (a message or a compressed wrapper)."""
-    entry = info.entry
+    entry = info.legacy_entry
     # checkBatchRetention: no producer id, never transactional
     f.transaction_metadata.on_batch_read(-1, entry.offset, False)
     retention = RETAIN_EMPTY if entry.offset + 1 == f.upper_bound_offset_of_cleaning_round else DELETE_EMPTY

@@ -13,6 +13,7 @@ import struct
 from enum import Enum, IntEnum
 
 import numpy as np
+import numpy.typing as npt
 
 
 class BatchField(Enum):
@@ -110,7 +111,7 @@ def patch_field(buf: bytearray | memoryview | np.ndarray, positions: np.ndarray,
     raw[(positions + field.offset)[:, None] + np.arange(width)] = vals.view(np.uint8).reshape(-1, width)
 
 
-def read_field(buf: bytes | bytearray | memoryview | np.ndarray, positions: np.ndarray,
+def read_field(buf: bytes | bytearray | memoryview | np.ndarray, positions: npt.ArrayLike,
                field: BatchField) -> np.ndarray:
     """``field`` of the batches starting at ``positions`` of ``buf``, as int64."""
     positions = np.asarray(positions, dtype=np.int64)

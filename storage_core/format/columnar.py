@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from ..common import INT_MAX, LONG_MAX, wall_ms
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
-from .buffers import ByteBuffer
+from .buffers import ByteBuffer, as_buffer
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
                                default_max_decompressed, max_records_per_batch, scan_batches,
@@ -255,7 +255,7 @@ def _decode_v2(buf: ByteBuffer, scan: BatchArrays, limit: int, source: str | Non
         lo = scan.position + RECORD_BATCH_OVERHEAD
         return (_decode_group(buf, scan, lo, scan.position + scan.size, source), used,
                 int(record_bytes[used - 1]))
-    mv = memoryview(buf)
+    mv = memoryview(as_buffer(buf))
     tables = []
     first = 0
     pieces: list[bytes | memoryview] = []
@@ -709,7 +709,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, compression: str | int =
         max_ts[:] = log_append_time
     attrs = compute_attributes(compression=int(codec), timestamp_type=timestamp_type,
                                transactional=transactional)
-    mv = memoryview(out)
+    mv = memoryview(as_buffer(out))
     parts: list[memoryview | bytes | bytearray] = []
     for b in range(nb):
         start, end = int(batch_start[b]), int(batch_end[b])

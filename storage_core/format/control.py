@@ -41,17 +41,25 @@ class ControlRecordType(enum.IntEnum):
     def parse(cls, key: bytes | None) -> "ControlRecordType":
         """Kafka's ``ControlRecordType.parse``: versions above 0 are read as v0 (extra bytes
         ignored); an unknown type is UNKNOWN; a short key or negative version is invalid."""
-        if key is None or len(key) < 4:
-            raise CorruptRecordError(
-                f"Invalid value size found for control record key: {0 if key is None else len(key)}")
-        version, type_id = _KEY.unpack_from(key, 0)
-        if version < 0:
-            raise CorruptRecordError(f"Invalid version found for control record: {version}. "
-                                     "May indicate data corruption")
+        type_id = control_key_type_id(key)
         try:
             return cls(type_id)
         except ValueError:
             return cls.UNKNOWN
+
+
+def control_key_type_id(key: bytes | None) -> int:
+    """The int16 type field of a control record key (``version int16, type int16``, Kafka's
+    ``ControlRecordType`` key schema), checked as ``ControlRecordType.parse`` checks it; unlike
+    ``parse`` an unknown type keeps its number (``DumpLogSegments`` prints it)."""
+    if key is None or len(key) < _KEY.size:
+        raise CorruptRecordError(
+            f"Invalid value size found for control record key: {0 if key is None else len(key)}")
+    version, type_id = _KEY.unpack_from(key, 0)
+    if version < 0:
+        raise CorruptRecordError(f"Invalid version found for control record: {version}. "
+                                 "May indicate data corruption")
+    return int(type_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from ..errors import CorruptRecordError, UnknownMagicError
-from .buffers import ByteBuffer
+from .buffers import ByteBuffer, as_buffer
 from .record_batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE, Record
 
 RECORD_OVERHEAD_V0 = 14
@@ -63,7 +63,7 @@ def parse_entry(buf: ByteBuffer, pos: int, *, verify_crc: bool = True, end: int 
     end = len(buf) if end is None else end
     if end - pos < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
         raise CorruptRecordError("legacy message truncated", position=pos)
-    offset, size, crc, magic, attrs = _PREFIX.unpack_from(buf, pos)
+    offset, size, crc, magic, attrs = _PREFIX.unpack_from(as_buffer(buf), pos)
     if magic not in (0, 1):
         # the magic byte is CRC-covered: a bad one is corruption as much as a newer format
         raise UnknownMagicError(f"Invalid magic found in record: {magic}", position=pos, offset=offset)
@@ -76,20 +76,20 @@ def parse_entry(buf: ByteBuffer, pos: int, *, verify_crc: bool = True, end: int 
         raise CorruptRecordError(f"legacy message of {size} bytes runs past the end of the buffer",
                                  position=pos, offset=offset)
     if verify_crc:
-        actual = zlib.crc32(memoryview(buf)[pos + 16:stop])
+        actual = zlib.crc32(memoryview(as_buffer(buf))[pos + 16:stop])
         if actual != crc:
             raise CorruptRecordError(f"Record is corrupt (stored crc = {crc}, computed crc = {actual})",
                                      position=pos, offset=offset)
     p = pos + 18
     timestamp = NO_TIMESTAMP
     if magic == 1:
-        timestamp = _I64.unpack_from(buf, p)[0]
+        timestamp = _I64.unpack_from(as_buffer(buf), p)[0]
         p += 8
 
     def blob(p: int, what: str) -> tuple[bytes | None, int]:
         if p + 4 > stop:
             raise CorruptRecordError(f"legacy message truncated before its {what} length", position=pos, offset=offset)
-        n = _I32.unpack_from(buf, p)[0]
+        n = _I32.unpack_from(as_buffer(buf), p)[0]
         p += 4
         if n < 0:
             return None, p

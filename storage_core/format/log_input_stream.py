@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError, RecordTooLargeError, UnknownMagicError
 from . import _kernels, legacy
-from .buffers import ByteBuffer
+from .buffers import ByteBuffer, as_buffer
 from .batch_header import HeaderColumn
 from .record_batch import (ATTRIBUTES_OFFSET, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
                            RECORD_BATCH_OVERHEAD, BatchHeader, Record, crc32c, decode_record,
@@ -141,7 +141,7 @@ class LogInputStream:
         pos, end, buf = self.position, self.end, self.buf
         if pos + HEADER_SIZE_UP_TO_MAGIC >= end:
             return None
-        offset, size = struct.unpack_from(">qi", buf, pos)
+        offset, size = struct.unpack_from(">qi", as_buffer(buf), pos)
         magic = buf[pos + 16]
         if size < MIN_ENTRY_SIZE:
             raise CorruptRecordError(
@@ -257,7 +257,7 @@ def scan_batches(buf: ByteBuffer, start: int = 0, end: int | None = None, *, ver
     del arr                 # no export of buf may outlive this call (an mmap must stay closable)
     fields = out[:n]
     if verify and n:
-        mv = memoryview(buf).cast("B")
+        mv = memoryview(as_buffer(buf)).cast("B")
         try:
             for p, s, c, cnt in zip(fields[:, HeaderColumn.POSITION].tolist(),
                                     fields[:, HeaderColumn.SIZE].tolist(),
@@ -281,7 +281,7 @@ def batch_payload(buf: ByteBuffer, info: BatchInfo, *, max_decompressed: int) ->
     """The uncompressed record bytes of a v2 batch."""
     from .compression import decompress
 
-    mv = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
+    mv = memoryview(as_buffer(buf))[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
     codec = info.v2_header.compression
     if codec == 0:
         return mv

@@ -24,7 +24,7 @@ from ..common import INT_MAX, LONG_MIN
 from ..errors import CorruptRecordError, UnsupportedFormatError
 from .batch_header import (HEADER_SIZE_UP_TO_MAGIC, HEADER_STRUCT, LOG_OVERHEAD,  # noqa: F401
                            RECORD_BATCH_OVERHEAD, BatchField)
-from .buffers import ByteBuffer
+from .buffers import ByteBuffer, as_buffer
 from .varint import (decode_varint, decode_varlong, encode_varint, encode_varlong)
 
 HEADER = HEADER_STRUCT
@@ -55,7 +55,7 @@ INT32_MAX = INT_MAX               # kept: tests and producer state import it fro
 
 
 def crc32c(data: ByteBuffer, value: int = 0) -> int:
-    return _crc32c.crc32c(data, value)
+    return _crc32c.crc32c(as_buffer(data), value)
 
 
 def _int64(n: int) -> int:
@@ -120,7 +120,7 @@ class BatchHeader:
 
     @classmethod
     def parse(cls, buf: ByteBuffer, pos: int = 0) -> "BatchHeader":
-        f = HEADER.unpack_from(buf, pos)
+        f = HEADER.unpack_from(as_buffer(buf), pos)
         return cls(f[0], f[1], f[2], f[3], f[4], f[5] & 0xFF, *f[6:])
 
     def pack(self) -> bytes:
@@ -365,11 +365,11 @@ def write_empty_header(*, base_offset: int, last_offset: int, max_timestamp: int
 
 
 def stored_crc(buf: ByteBuffer, pos: int = 0) -> int:
-    return struct.unpack_from(">I", buf, pos + CRC_OFFSET)[0]
+    return struct.unpack_from(">I", as_buffer(buf), pos + CRC_OFFSET)[0]
 
 
 def compute_crc(buf: ByteBuffer, pos: int, size: int) -> int:
-    return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size])
+    return crc32c(memoryview(as_buffer(buf))[pos + ATTRIBUTES_OFFSET:pos + size])
 
 
 def ensure_valid(buf: ByteBuffer, pos: int = 0, size: int | None = None) -> BatchHeader:

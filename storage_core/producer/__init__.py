@@ -1,8 +1,9 @@
 """Producer state: ProducerStateManager and its snapshot files (Kafka's ProducerStateManager)."""
 
 from .producer_snapshot import (ENTRY_SIZE, HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION,
-                                ProducerSnapshotEntry, decode_snapshot, encode_snapshot,
-                                list_snapshots, read_snapshot, snapshot_path, write_snapshot)
+                                ProducerSnapshotEntry, SnapshotHeader, decode_snapshot, encode_snapshot,
+                                list_snapshots, read_snapshot, read_snapshot_header, snapshot_path,
+                                write_snapshot)
 from .producer_state import (AppendOrigin, BatchMetadata, CompletedTxn, InvalidProducerEpochError,
                              InvalidTxnStateError, LATE_TRANSACTION_BUFFER_MS, LogOffsetMetadata,
                              NUM_BATCHES_TO_RETAIN, OutOfOrderSequenceError, PendingAppend,
@@ -29,12 +30,14 @@ __all__ = [
     "ProducerStateEntry",
     "ProducerStateError",
     "ProducerStateManager",
+    "SnapshotHeader",
     "TransactionCoordinatorFencedError",
     "TxnMetadata",
     "decode_snapshot",
     "encode_snapshot",
     "list_snapshots",
     "read_snapshot",
+    "read_snapshot_header",
     "read_txn_marker",
     "snapshot_path",
     "write_snapshot",

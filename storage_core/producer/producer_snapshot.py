@@ -23,11 +23,12 @@ import struct
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import crc32c
 
 from ..checkpoint import atomic_write
+from ..common import LONG_MAX
 from ..data_files import filename_prefix
 from ..errors import CorruptSnapshotError
 from ..format.record_batch import decrement_sequence
@@ -43,11 +44,26 @@ HEADER_SIZE = _HEADER.size             # 10
 ENTRY_SIZE = _ENTRY.size               # 46
 
 _SNAPSHOT_NAME = re.compile(r"([0-9]+)" + re.escape(SNAPSHOT_SUFFIX))
-_MAX_OFFSET = (1 << 63) - 1
 
 _BITS = {"producer_id": 64, "producer_epoch": 16, "last_sequence": 32, "last_offset": 64,
          "offset_delta": 32, "timestamp": 64, "coordinator_epoch": 32,
          "current_txn_first_offset": 64}
+
+
+class SnapshotHeader(NamedTuple):
+    """The fixed header of a snapshot file: ``int16 version | uint32 crc | int32 count``."""
+
+    version: int
+    crc: int
+    entry_count: int
+
+
+def read_snapshot_header(buf: bytes | bytearray | memoryview) -> SnapshotHeader | None:
+    """The header fields of a snapshot, or None when ``buf`` is shorter than the header. Checks
+    nothing else (``decode_snapshot`` does): a tool uses it to say where a bad file goes wrong."""
+    if len(buf) < HEADER_SIZE:
+        return None
+    return SnapshotHeader(*_HEADER.unpack_from(buf, 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +157,7 @@ def decode_snapshot(buf: bytes | bytearray | memoryview, *,
 
 def snapshot_path(directory: str | PathLike[str], offset: int) -> Path:
     """``LogFileUtils.producerSnapshotFile``: ``<dir>/<offset as 20 digits>.snapshot``."""
-    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= _MAX_OFFSET:
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= LONG_MAX:
         raise ValueError(f"snapshot offset must be an int in [0, 2^63), got {offset!r}")
     return Path(directory) / f"{filename_prefix(offset)}{SNAPSHOT_SUFFIX}"
 
@@ -179,7 +195,7 @@ def list_snapshots(directory: str | PathLike[str]) -> list[tuple[int, Path]]:
         if match is None or not path.is_file():
             continue
         offset = int(match[1])
-        if offset <= _MAX_OFFSET:
+        if offset <= LONG_MAX:
             found.append((offset, path))
     found.sort()
     return found

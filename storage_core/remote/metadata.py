@@ -14,6 +14,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Self
 
 from ..checkpoint import TopicPartition, random_topic_id, topic_id_to_str
 from ..common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
@@ -98,7 +99,7 @@ class _StateEnum(enum.IntEnum):
         return int(self)
 
     @classmethod
-    def for_id(cls, state_id: int):
+    def for_id(cls, state_id: int) -> Self:
         try:
             return cls(state_id)
         except ValueError:

@@ -25,7 +25,9 @@ from __future__ import annotations
 import struct
 import uuid
 from os import PathLike
+from typing import Any
 
+from ..checkpoint import TopicPartition
 from ..common import INT_MAX
 from ..errors import UnsupportedFormatError
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
@@ -294,7 +296,7 @@ def _read_topic_id_partition(r: _Reader) -> TopicIdPartition:
     topic_id = r.uuid("TopicIdPartition.Id")
     partition = r.int32("TopicIdPartition.Partition")
     r.tagged_fields("TopicIdPartitionEntry")
-    return TopicIdPartition(topic_id, (name, partition))
+    return TopicIdPartition(topic_id, TopicPartition(name, partition))
 
 
 def _read_segment_id(r: _Reader) -> RemoteLogSegmentId:
@@ -308,8 +310,8 @@ def _read_bool_tag(r: _Reader, size: int) -> bool:
     return r.int8("TxnIndexEmpty") != 0
 
 
-def _read_segment_body(r: _Reader, record: str) -> dict:
-    fields = {
+def _read_segment_body(r: _Reader, record: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {
         "start_offset": r.int64("StartOffset"),
         "end_offset": r.int64("EndOffset"),
         "broker_id": r.int32("BrokerId"),
@@ -358,6 +360,7 @@ def deserialize(data: bytes | bytearray | memoryview, *,
     if version != MESSAGE_VERSION:
         raise UnsupportedFormatError(f"Unsupported {name} (apiKey {api_key}) version {version}: "
                                      f"only version {MESSAGE_VERSION} is known{_where(source)}")
+    result: RemoteLogMetadata
     try:
         if api_key == REMOTE_LOG_SEGMENT_METADATA_API_KEY:
             sid = _read_segment_id(r)
@@ -377,11 +380,11 @@ def deserialize(data: bytes | bytearray | memoryview, *,
             state_pos = r.pos
             state_id = r.int8("RemotePartitionDeleteState")
             try:
-                state = RemotePartitionDeleteState.for_id(state_id)
+                delete_state = RemotePartitionDeleteState.for_id(state_id)
             except InvalidRemoteLogMetadataError as e:
                 raise r.corrupt(str(e), state_pos) from None
             r.tagged_fields(name)
-            result = RemotePartitionDeleteMetadata(tip, state, event_ts, broker_id)
+            result = RemotePartitionDeleteMetadata(tip, delete_state, event_ts, broker_id)
         else:
             segment_id = r.uuid("SegmentId")
             result = RemoteLogSegmentMetadataSnapshot(segment_id, **_read_segment_body(r, name))

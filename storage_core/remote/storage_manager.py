@@ -39,8 +39,8 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
-from urllib.parse import parse_qsl, urlsplit
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -52,6 +52,9 @@ from ..log import filename_prefix
 from .metadata import RemoteLogSegmentMetadata, TopicIdPartition
 from ..errors import (RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
                             RetriableRemoteStorageError)
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer    # io.RawIOBase.readinto's parameter type
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +250,7 @@ def _open_store(configs: Mapping[str, object]) -> tuple[pafs.FileSystem, str, st
     return fs, path.rstrip("/"), _redacted(uri)
 
 
-def _open_s3(configs: Mapping[str, object], parts, uri: str) -> tuple[pafs.FileSystem, str, str]:
+def _open_s3(configs: Mapping[str, object], parts: SplitResult, uri: str) -> tuple[pafs.FileSystem, str, str]:
     query = dict(parse_qsl(parts.query))
     kwargs: dict[str, object] = {}
     endpoint = configs.get("s3.endpoint") or query.get("endpoint_override")
@@ -314,12 +317,13 @@ class RemoteInputStream(io.RawIOBase):
         self._pos += len(data)
         return data
 
-    def readinto(self, b) -> int:
-        n = min(len(b), self._end - self._pos)
+    def readinto(self, b: WriteableBuffer) -> int:
+        out = memoryview(b).cast("B")
+        n = min(len(out), self._end - self._pos)
         if n <= 0:
             return 0
         data = self._read_at(n)
-        memoryview(b).cast("B")[:len(data)] = data
+        out[:len(data)] = data
         return len(data)
 
     def readall(self) -> bytes:
@@ -563,7 +567,7 @@ class PyArrowRemoteStorageManager:
     def __enter__(self) -> "PyArrowRemoteStorageManager":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
-from ..format import ControlRecordType, EndTransactionMarker, Record
+from ..format import ControlRecordType, EndTransactionMarker, Record, control_key_type_id
 
 
 class FlexibleReader:
@@ -106,7 +106,7 @@ _KRAFT_LABEL = {ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
 def control_fields(r: Record) -> tuple[str, dict[str, Any]]:
     """What DumpLogSegments appends to a control record's line, and the same as JSON fields."""
     ctype = ControlRecordType.parse(r.key)          # checks the key's size and version
-    type_id = struct.unpack_from(">h", cast(bytes, r.key), 2)[0]     # parse refused a null key
+    type_id = control_key_type_id(r.key)
     if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         m = EndTransactionMarker.deserialize(r.key, r.value)
         return (f" endTxnMarker: {ctype.name} coordinatorEpoch: {m.coordinator_epoch}",

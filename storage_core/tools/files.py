@@ -27,8 +27,7 @@ from ..format.log_input_stream import (batch_payload, default_max_decompressed,
                                        max_batch_read_size, max_records_per_batch,
                                        too_many_records)
 from ..format.record_batch import decode_record
-from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex
-from ..index.abstract_index import index_oversized
+from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, index_oversized
 from ..log import offset_from_filename
 
 # the data directory's offset checkpoints (Kafka's LogManager names)

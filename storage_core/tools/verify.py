@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +32,7 @@ from ..index import OffsetIndex, TimeIndex
 from ..log import LogSegment, offset_from_filename
 from ..producer import ENTRY_SIZE as SNAPSHOT_ENTRY_SIZE
 from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
-from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot
+from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot, read_snapshot_header
 from .files import (MAX_BATCH, OFFSET_CHECKPOINTS, SEGMENT_NAME, TXN_ENTRY, IndexLookup,
                     aborted_txn_entries, base_offset_of, batch_at_or_after, batch_records, first_batch, mapped,
                     max_record_timestamp, offset_entries, oversized_index_problem, read_file,
@@ -274,11 +273,11 @@ def _verify_snapshot(path: Path, p: Problems) -> str:
         entries = decode_snapshot(data)
     except KafkaLogError as e:
         # where the file goes wrong, checked in the order decode_snapshot checks
-        if len(data) < SNAPSHOT_HEADER_SIZE or struct.unpack_from(">h", data)[0] != \
-                PRODUCER_SNAPSHOT_VERSION:
+        header = read_snapshot_header(data)
+        if header is None or header.version != PRODUCER_SNAPSHOT_VERSION:
             where = "position 0"
         else:
-            count = struct.unpack_from(">i", data, 6)[0]
+            count = header.entry_count
             expected = SNAPSHOT_HEADER_SIZE + SNAPSHOT_ENTRY_SIZE * count
             if count < 0 or len(data) != expected:
                 where = "position 6 (entry count)"
