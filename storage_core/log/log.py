@@ -34,17 +34,16 @@ from ..format.log_input_stream import BatchArrays
 from ..producer import AppendOrigin, ProducerStateManager
 from . import read, retention
 from .append import AppendInfo, LogAppender
-from .read import FetchResult
 from .files import check_partition_dir
 from .loader import (LogLoader, inconsistent_topic_id, initialize_topic_id, remove_partition_checkpoints,
                      write_partition_checkpoints)
-from .view import LogView
 from .local_log import LocalLog
 from .log_metrics import LogMetrics
+from .read import FetchResult
 from .segment import LogSegment, TimestampAndOffset
+from .view import LogView
 
 logger = logging.getLogger(__name__)
-
 Clock = Callable[[], int]
 
 
