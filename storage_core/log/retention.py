@@ -2,6 +2,11 @@
 offset, over ``retention.bytes`` or older than ``retention.ms`` leave the log, oldest first,
 through ``LocalLog``'s asynchronous delete. Functions of the ``Log`` they prune, called under
 its lock.
+
+Tiered storage (KIP-405): for a log with ``remote.storage.enable`` (and copying on), size and time
+retention use ``local.retention.*`` and a segment goes only once it is in remote storage (its
+last offset <= ``highest_offset_in_remote_storage``, which the ``RemoteLogManager`` sets on the
+log; unset: -1, nothing is remote yet), as ``UnifiedLog.isSegmentEligibleForDeletion`` decides.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ def delete_old_segments(log: Log, now_ms: int | None = None) -> int:
         log.metrics.retention_runs += 1
         deleted = _delete_log_start_offset_breached(log)
         if log.config.delete:
-            deleted += _delete_retention_size_breached(log)
-            deleted += _delete_retention_ms_breached(log, now)
+            c = log.config
+            tiered = c.remote_storage_enable and not c.remote_log_copy_disable
+            remote = getattr(log, "highest_offset_in_remote_storage", -1) if tiered else None
+            deleted += _delete_retention_size_breached(log, remote)
+            deleted += _delete_retention_ms_breached(log, now, remote)
         log.delete_expired_files(now)
         return deleted
 
@@ -42,16 +50,21 @@ def _delete_log_start_offset_breached(log: Log) -> int:
                                      "log start offset breach")
 
 
-def _delete_retention_size_breached(log: Log) -> int:
-    retention = log.config.retention_bytes
+def _tiered(remote: int | None, nxt: LogSegment | None) -> bool:
+    """Not tiered, or wholly in remote storage (``UnifiedLog.isSegmentEligibleForDeletion``)."""
+    return remote is None or (nxt is not None and nxt.base_offset - 1 <= remote)
+
+
+def _delete_retention_size_breached(log: Log, remote: int | None = None) -> int:
+    retention = log.config.retention_bytes if remote is None else log.config.effective_local_retention_bytes
     size = log.size
     if retention < 0 or size < retention:
         return 0
     diff = size - retention
 
-    def over(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+    def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
         nonlocal diff
-        if diff - seg.size >= 0:
+        if diff - seg.size >= 0 and _tiered(remote, nxt):
             diff -= seg.size
             return True
         return False
@@ -59,11 +72,11 @@ def _delete_retention_size_breached(log: Log) -> int:
     return _delete_old_segments(log, over, f"retention size {retention} breach")
 
 
-def _delete_retention_ms_breached(log: Log, now: int) -> int:
-    retention = log.config.retention_ms
+def _delete_retention_ms_breached(log: Log, now: int, remote: int | None = None) -> int:
+    retention = log.config.retention_ms if remote is None else log.config.effective_local_retention_ms
     if retention < 0:
         return 0
-    return _delete_old_segments(log, lambda seg, _nxt: now - seg.largest_timestamp > retention,
+    return _delete_old_segments(log, lambda seg, nxt: now - seg.largest_timestamp > retention and _tiered(remote, nxt),
                                      f"retention time {retention}ms breach")
 
 
