@@ -268,8 +268,8 @@ class RemoteLogManager:
             if snapshot is None or not snapshot.exists():
                 # pruned after its recovery-point checkpoint: Kafka's copy needs one, the state at
                 # the segment's end is not kept any more, so an empty snapshot stands in
-                logger.warning("No producer snapshot at %d in %s: copying an empty one with %s", next_base, log.dir,
-                               describe_segment(md))
+                logger.info("No producer snapshot at %d in %s: copying an empty one with %s", next_base, log.dir,
+                            describe_segment(md))
                 snapshot = write_snapshot(tmp, next_base, [], sync=False)
             txn = seg.txn_index.path
             data = LogSegmentData(seg.log_path, seg.offset_index.path, seg.time_index.path,
