@@ -65,9 +65,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
         for i, (tp, log) in enumerate(scoped, 1):
             out.progress(i, len(scoped), tp)
 
-            def progress(event: str, _log: object, md: RemoteLogSegmentMetadata) -> None:
+            def progress(event: str, _log: object, md: RemoteLogSegmentMetadata, i: int = i, tp: object = tp) -> None:
                 if event in ("copied", "deleting"):
-                    out.note(f"  {event} {md.start_offset}-{md.end_offset} ({human_bytes(md.segment_size_in_bytes)})")
+                    out.progress(i, len(scoped), f"{tp}: {event} offsets {md.start_offset}-{md.end_offset} "
+                                                 f"({human_bytes(md.segment_size_in_bytes)})")
 
             for r in rlm.run_once([log], now, progress=progress):
                 row = r.as_dict()
