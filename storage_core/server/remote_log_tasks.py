@@ -13,18 +13,16 @@ override, as Kafka creates the topic.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogManager, RemoteLogManagerConfig
-
-if TYPE_CHECKING:
-    from .log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
 
-def start_remote_log_manager(mgr: LogManager) -> RemoteLogManager | None:
-    """The data directory's ``RemoteLogManager``, its tasks scheduled; None without tiering."""
+def start_remote_log_manager(mgr: Any) -> RemoteLogManager | None:
+    """The data directory's ``RemoteLogManager``, its tasks scheduled; None without tiering.
+    ``mgr`` is the ``LogManager`` starting up (not imported here: it imports this module)."""
     config = mgr.remote_log_manager_config
     if config is None or not config.remote_log_storage_system_enable:
         return None

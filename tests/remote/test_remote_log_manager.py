@@ -126,6 +126,8 @@ def test_topic_settings_defaults_and_validation() -> None:
                                    "retention.bytes": "5000", "local.retention.bytes": "5000"})
     assert (c.effective_local_retention_ms, c.effective_local_retention_bytes) == (1000, 5000)
     assert c.to_properties(only_changed=True)["local.retention.ms"] == "1000"
+    c = LogConfig.from_properties({"remote.storage.enable": "true", "remote.log.delete.on.disable": "true"})
+    assert c.remote_log_delete_on_disable and c.to_properties()["remote.log.delete.on.disable"] == "true"
     bad = [({"local.retention.ms": "-3"}, "local.retention.ms", "must be >= -2"),
            ({"remote.storage.enable": "true", "local.retention.ms": "-1"}, "local.retention.ms", "must not be -1"),
            ({"remote.storage.enable": "true", "retention.ms": "100", "local.retention.ms": "101"},
@@ -152,9 +154,14 @@ def test_broker_settings() -> None:
             c.remote_log_metadata_custom_metadata_max_bytes) == (False, 30000, "rsm.config.", "rlmm.config.", 128)
     c = RemoteLogManagerConfig.from_properties({
         "remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": "1000", "node.id": "3",
+        "remote.log.metadata.manager.class.name": "TopicBasedRemoteLogMetadataManager",
+        "remote.log.metadata.manager.impl.prefix": "rlmm.config.",
+        "remote.log.metadata.custom.metadata.max.bytes": "64", "remote.log.storage.manager.class.name":
+            "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
         "remote.log.storage.manager.impl.prefix": "s.", "s.storage.uri": "/x", "rsm.config.dir": "/y",
         "rlmm.config.remote.log.metadata.topic.num.partitions": "5"})
     assert c.remote_log_storage_system_enable and c.remote_log_manager_task_interval_ms == 1000
+    assert c.remote_log_metadata_custom_metadata_max_bytes == 64
     assert c.rsm_configs() == {"storage.uri": "/x", "broker.id": 3, "node.id": 3}
     assert c.rlmm_configs("/d") == {"remote.log.metadata.topic.num.partitions": "5", "broker.id": 3, "node.id": 3,
                                     "log.dir": "/d"}
@@ -282,6 +289,50 @@ def test_remote_expiry_by_size_over_both_tiers(tmp_path: Path, rsm_configs: dict
 
 
 # ------------------------------------------------------------------------------------- crashes
+
+def test_orphans_of_a_copy_and_a_deletion_are_cleaned(tmp_path: Path) -> None:
+    """Fault injection (the states a process killed half way leaves, written by hand): a copy
+    marked COPY_SEGMENT_STARTED with part of its objects uploaded, and a copy marked
+    DELETE_SEGMENT_STARTED after its copy failed. Neither is readable; the next pass deletes both from the store, marks
+    them DELETE_SEGMENT_FINISHED, and copies the segment again under a new id."""
+    data = tmp_path / "data"
+    cfg = LogConfig(segment_bytes=2000, remote_storage_enable=True, retention_ms=-1)
+    with Log.open(data / "tiered-0", cfg) as log, open_rlm(data, {"storage.uri": str(tmp_path / "s")}) as rlm:
+        append(log, 12)
+        seg, nxt = log.segments[0], log.segments[1]
+        tip = rlm.topic_id_partition(log)
+        from storage_core.remote import (LogSegmentData, RemoteLogSegmentId, RemoteLogSegmentMetadata,
+                                         RemoteLogSegmentMetadataUpdate)
+        half = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(tip), 0, nxt.base_offset - 1, 0, 0, 0,
+                                        seg.size, {0: 0})
+        rlm.rlmm.add_remote_log_segment_metadata(half)
+        # its objects, but the .log (the copy's last object) never arrived
+        rlm.rsm.copy_log_segment_data(half, LogSegmentData(seg.log_path, seg.offset_index.path, seg.time_index.path,
+                                                           None, seg.offset_index.path, b"0\n0\n"))
+        rlm.rsm.filesystem.delete_file(rlm.rsm.object_path(half, __import__(
+            "storage_core.remote", fromlist=["RemoteLogSegmentFileType"]).RemoteLogSegmentFileType.SEGMENT))
+        doomed = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(tip), 0, nxt.base_offset - 1, 0, 0, 0,
+                                          seg.size, {0: 0})
+        rlm.rlmm.add_remote_log_segment_metadata(doomed)
+        rlm.rsm.copy_log_segment_data(doomed, LogSegmentData(seg.log_path, seg.offset_index.path,
+                                                             seg.time_index.path, None, seg.offset_index.path, b""))
+        # a failed copy whose deletion was cut short (COPY_SEGMENT_STARTED -> DELETE_SEGMENT_STARTED)
+        rlm.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+            doomed.remote_log_segment_id, 0, None, RemoteLogSegmentState.DELETE_SEGMENT_STARTED, 0))
+        assert rlm.remote_log_segments(log) == []                    # neither is readable
+        assert rlm.highest_offset_in_remote_storage(log) == -1 and log.delete_old_segments() == 0
+        r = rlm.copy_log_segments_to_remote(log)
+        assert r.orphans_deleted == 2 and r.segments_copied == len(log.segments) - 1
+        ids = {m.remote_log_segment_id for m in rlm.remote_log_segments(log)}
+        assert half.remote_log_segment_id not in ids and doomed.remote_log_segment_id not in ids
+        check_tiers(log, rlm)
+        import pyarrow.fs as pafs
+        left = [i.base_name for i in rlm.rsm.filesystem.get_file_info(pafs.FileSelector(rlm.rsm.root, recursive=True))
+                if i.type == pafs.FileType.File]
+        from storage_core.checkpoint import topic_id_to_str
+        for md in (half, doomed):
+            assert not any(topic_id_to_str(md.remote_log_segment_id.id) in name for name in left)
+
 
 def _trial(tmp_path: Path, rsm_configs: dict, mode: str, seed: int) -> None:
     spec = {"dir": str(tmp_path), "rsm": rsm_configs, "mode": mode}
