@@ -186,7 +186,8 @@ class RemoteLogManager:
         key = TopicPartition(log.topic, log.partition)
         offset = max(offset, self._highest.get(key, -1))
         self._highest[key] = offset
-        log.highest_offset_in_remote_storage = offset       # type: ignore[attr-defined]  (read by retention)
+        # an attribute of the log's own, read by its retention (storage_core.log.retention)
+        log.highest_offset_in_remote_storage = offset  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------------------ orphans
 
@@ -242,7 +243,7 @@ class RemoteLogManager:
             result.log_start_offset = log.log_start_offset
             return result
 
-    def _segment_leader_epochs(self, log: Log, base: int, next_base: int) -> dict[int, int]:
+    def _segment_leader_epochs(self, log: Log, base: int, next_base: int) -> tuple[tuple[int, int], ...]:
         """``LeaderEpochFileCache.epochEntriesInRange(base, next_base)``, the first clamped to
         ``base``; epoch 0 from ``base`` for a log without epochs."""
         entries = log.leader_epoch_cache.entries
@@ -253,7 +254,7 @@ class RemoteLogManager:
             if i + 1 < len(entries) and entries[i + 1].start_offset <= base:
                 continue
             epochs[e.epoch] = max(e.start_offset, base)
-        return epochs or {0: base}
+        return tuple(sorted(epochs.items())) or ((0, base),)
 
     def _copy_log_segment(self, log: Log, tip: TopicIdPartition, seg: LogSegment, next_base: int,
                           progress: Progress | None) -> RemoteLogSegmentMetadata:

@@ -56,7 +56,7 @@ from .metrics import LogManagerSnapshot, ManagerMetrics
 from ..errors import KafkaLogError, LogLockedError
 from ..log import Log
 from .scheduler import KafkaScheduler
-from .remote_log_tasks import RemoteLogManagerConfig, start_remote_log_manager
+from .remote_log_tasks import RemoteLogManager, RemoteLogManagerConfig, start_remote_log_manager
 
 if TYPE_CHECKING:
     from ..cleaner import LogCleaner
@@ -114,7 +114,8 @@ class LogManager:
         self.config = config or LogManagerConfig()
         self.clock = clock
         self.scheduler = scheduler or KafkaScheduler(clock=clock)
-        self.remote_log_manager_config, self.remote_log_manager = remote_log_manager_config, None
+        self.remote_log_manager_config = remote_log_manager_config
+        self.remote_log_manager: RemoteLogManager | None = None
         self.config_repository = ConfigRepository(dirs, self.default_config)
         self._dirs = {d: DataDir(d) for d in dirs}
         self._logs: dict[TopicPartition, Log] = {}

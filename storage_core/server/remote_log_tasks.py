@@ -40,4 +40,4 @@ def start_remote_log_manager(mgr: Any) -> RemoteLogManager | None:
     logger.info("Remote log manager started (%s every %d ms)", rlm.rsm, config.remote_log_manager_task_interval_ms)
     return rlm
 
-__all__ = ["RemoteLogManagerConfig", "start_remote_log_manager"]
+__all__ = ["RemoteLogManager", "RemoteLogManagerConfig", "start_remote_log_manager"]
