@@ -334,6 +334,23 @@ def test_orphans_of_a_copy_and_a_deletion_are_cleaned(tmp_path: Path) -> None:
             assert not any(topic_id_to_str(md.remote_log_segment_id.id) in name for name in left)
 
 
+def test_orphan_of_a_copy_killed_before_its_first_object(tmp_path: Path) -> None:
+    """Fault injection: COPY_SEGMENT_STARTED durable, the process killed before the store saw
+    anything (not even the partition's folder): the next pass cleans it up and copies."""
+    data = tmp_path / "data"
+    cfg = LogConfig(segment_bytes=2000, remote_storage_enable=True, retention_ms=-1)
+    with Log.open(data / "tiered-0", cfg) as log, open_rlm(data, {"storage.uri": str(tmp_path / "s")}) as rlm:
+        append(log, 12)
+        from storage_core.remote import RemoteLogSegmentId, RemoteLogSegmentMetadata
+        nxt = log.segments[1].base_offset
+        rlm.rlmm.add_remote_log_segment_metadata(RemoteLogSegmentMetadata(
+            RemoteLogSegmentId.generate_new(rlm.topic_id_partition(log)), 0, nxt - 1, 0, 0, 0, 100, {0: 0}))
+        assert not Path(rlm.rsm.partition_path(rlm.topic_id_partition(log))).exists()
+        r = rlm.copy_log_segments_to_remote(log)
+        assert r.orphans_deleted == 1 and r.segments_copied == len(log.segments) - 1
+        check_tiers(log, rlm)
+
+
 def _trial(tmp_path: Path, rsm_configs: dict, mode: str, seed: int) -> None:
     spec = {"dir": str(tmp_path), "rsm": rsm_configs, "mode": mode}
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -5,12 +5,17 @@ RemoteLogManager's copy and expiry passes again and again, until it is killed (S
 
 ``copy``: append a few batches (rolling small segments), then a copy pass, in a loop.
 ``delete``: as ``copy``, plus an expiry pass with ``retention.bytes`` that keeps deleting the
-oldest remote segments. Prints ``pass <n>`` after each pass (the parent waits for the first)."""
+oldest remote segments. Prints ``pass <n>`` after each pass (the parent waits for the first).
+
+Fault injection, so that a random kill often lands inside a deletion (a local delete takes
+microseconds): in ``delete`` mode the store pauses ``SLOW_DELETE_S`` before and after deleting a
+segment's objects, as a slow object store would."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,20 +26,31 @@ from storage_core.remote import PyArrowRemoteStorageManager, RemoteLogManager, T
 
 RECORDS_PER_BATCH = 5
 VALUE = b"v" * 60
+SLOW_DELETE_S = 0.03
+
+
+class SlowDeleteStorageManager(PyArrowRemoteStorageManager):
+    def delete_log_segment_data(self, metadata) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(SLOW_DELETE_S)
+        super().delete_log_segment_data(metadata)
+        time.sleep(SLOW_DELETE_S)
 
 
 def tier_config(mode: str) -> LogConfig:
-    # segments of ~4 batches; delete mode: both tiers bounded to ~6 segments
+    # segments of ~4 batches; delete mode: both tiers bounded to ~3 segments, so that expiry
+    # deletes from the first passes on
     return LogConfig(segment_bytes=2000, remote_storage_enable=True, retention_ms=-1,
-                     retention_bytes=12000 if mode == "delete" else -1, local_retention_bytes=4000, fsync="always")
+                     retention_bytes=6000 if mode == "delete" else -1,
+                     local_retention_bytes=2000 if mode == "delete" else 4000, fsync="always")
 
 
-def open_all(spec: dict) -> tuple[Log, RemoteLogManager]:
+def open_all(spec: dict, *, runner: bool = False) -> tuple[Log, RemoteLogManager]:
     root = Path(spec["dir"])
     log = Log.open(root / "data" / "tiered-0", tier_config(spec["mode"]))
     rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(root / "data"),
                                                "remote.log.metadata.topic.num.partitions": "2"})
-    return log, RemoteLogManager(PyArrowRemoteStorageManager(spec["rsm"]), rlmm)
+    rsm_class = SlowDeleteStorageManager if runner and spec["mode"] == "delete" else PyArrowRemoteStorageManager
+    return log, RemoteLogManager(rsm_class(spec["rsm"]), rlmm)
 
 
 def append_batches(log: Log, n: int) -> None:
@@ -46,7 +62,7 @@ def append_batches(log: Log, n: int) -> None:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    log, rlm = open_all(spec)
+    log, rlm = open_all(spec, runner=True)
     n = 0
     while True:
         append_batches(log, 3)
