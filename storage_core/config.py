@@ -54,6 +54,13 @@ class LogConfig:
     # "policy" flushes by flush.messages / flush.ms, as a broker does (by default: never, the
     # OS writes back, and close() or an explicit flush() makes it durable).
     fsync: str = "policy"
+    # tiered storage (KIP-405, Kafka's RemoteLogConfig): -2 for local.retention.* means "as
+    # retention.*"; retention.* bound both tiers together
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, value: Any, rule: str) -> None:
@@ -113,6 +120,39 @@ class LogConfig:
         need(self.producer_id_expiration_ms >= 1, "producer.id.expiration.ms", self.producer_id_expiration_ms,
              "must be at least 1")
         need(self.fsync in FSYNC_MODES, "fsync", self.fsync, f"must be one of {', '.join(FSYNC_MODES)}")
+        need(self.local_retention_ms >= -2, "local.retention.ms", self.local_retention_ms, "must be >= -2")
+        need(self.local_retention_bytes >= -2, "local.retention.bytes", self.local_retention_bytes, "must be >= -2")
+        if self.remote_storage_enable:
+            self._validate_remote_storage(need)
+
+    def _validate_remote_storage(self, need: Any) -> None:
+        """``LogConfig.validateTopicLogConfigValues`` for a topic with ``remote.storage.enable``:
+        ``validateRemoteStorageRequiresDeleteCleanupPolicy``, ``validateRemoteStorageRetentionSize``
+        / ``...Time`` and ``validateRetentionConfigsWhenRemoteCopyDisabled``."""
+        need(self.cleanup_policy.strip() == "delete", "cleanup.policy", self.cleanup_policy,
+             "Remote log storage only supports topics with cleanup.policy=delete")
+        for unit, total in (("bytes", self.retention_bytes), ("ms", self.retention_ms)):
+            local = getattr(self, f"local_retention_{unit}")
+            if total != -1 and local != -2:
+                need(local != -1, f"local.retention.{unit}", local,
+                     f"Value must not be -1 as retention.{unit} value is set as {total}.")
+                need(local <= total, f"local.retention.{unit}", local,
+                     f"Value must not be more than retention.{unit} property value: {total}")
+            if self.remote_log_copy_disable:
+                need(local in (-2, total), f"local.retention.{unit}", local,
+                     f"When `remote.log.copy.disable` is set to true, the `local.retention.{unit}` and "
+                     f"`retention.{unit}` must be set to the identical value because there will be no more "
+                     f"logs copied to the remote storage.")
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """``LogConfig.localRetentionMs``: ``local.retention.ms``, or ``retention.ms`` for -2."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``LogConfig.localRetentionBytes``: ``local.retention.bytes``, or ``retention.bytes`` for -2."""
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def compact(self) -> bool:

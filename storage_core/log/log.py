@@ -48,13 +48,12 @@ Clock = Callable[[], int]
 
 
 class Log:
-    """One partition directory (Kafka's ``UnifiedLog``). Open with ``Log.open``; close (or use
-    ``with``) when done. As in Kafka's split, the parts it composes do not know it: the
-    ``LocalLog`` (``_local``: the ``LogSegments`` ``_segments``, the log end offset, the delayed
-    deletes), the ``LogLoader`` that fills it at open, the ``LogAppender`` (``_appender``), and
-    the functions of ``read.py`` and ``retention.py``; a reader lists segments with ``LogView``.
-    This class keeps the log start offset, the recovery point, the producer state and the
-    leader-epoch cache, and decides reads, truncation, retention and segment replacement.
+    """One partition directory (Kafka's ``UnifiedLog``). Open with ``Log.open``; close (or use ``with``) when done.
+    As in Kafka's split, the parts it composes do not know it: the ``LocalLog`` (``_local``: the ``LogSegments``
+    ``_segments``, the log end offset, the delayed deletes), the ``LogLoader`` that fills it at open, the
+    ``LogAppender`` (``_appender``), and the functions of ``read.py`` and ``retention.py``; a reader lists
+    segments with ``LogView``. This class keeps the log start offset, the recovery point, the producer state and
+    the leader-epoch cache, and decides reads, truncation, retention and segment replacement.
 
     Thread-safety: one ``RLock`` (``_lock``) guards the segment map, the offsets
     (``log_start_offset``, ``recovery_point``, the log end offset), the producer state, the
@@ -63,9 +62,9 @@ class Log:
     read is positioned, so it never blocks an append). Across processes one writer holds an
     ``flock`` on the directory; readers open it ``read_only`` and take no lock.
 
-    Invariant: ``log_start_offset <= recovery_point <= log_end_offset`` (after a roll past the end,
-    the empty active segment's base bounds the recovery point), checked after load, truncation and
-    segment replacement (``LogInvariantError`` names the directory and all three).
+    Invariant: ``log_start_offset <= recovery_point <= log_end_offset`` (after a roll past the end, the empty
+    active segment's base bounds the recovery point), checked after load, truncation and segment replacement
+    (``LogInvariantError`` names the directory and all three).
     """
 
     def __init__(self, directory: Path, config: LogConfig, *, read_only: bool = False,
@@ -74,13 +73,13 @@ class Log:
         self.topic, self.partition = parse_topic_partition_dir(self.dir.name)
         validate_topic_name(self.topic)
         self.config = config
-        self.read_only = read_only
-        self.clock = clock
+        self.read_only, self.clock = read_only, clock
         self._lock = threading.RLock()
         self.metrics = LogMetrics()
         self._local = LocalLog(self.dir, config, clock=clock, metrics=self.metrics)
         self._segments = self._local.segments       # the one map of base offset -> segment
         self.log_start_offset = 0
+        self.highest_offset_in_remote_storage = -1    # UnifiedLog's; the RemoteLogManager sets it
         self.recovery_point = 0
         self._unflushed = 0
         self._last_flush_ms = clock()
@@ -560,7 +559,8 @@ class Log:
         with self._lock:
             return retention.delete_old_segments(self._local, self.log_start_offset, now_ms,
                                                  high_watermark=self.high_watermark, roll=self.roll,
-                                                 delete=self._delete_segments)
+                                                 delete=self._delete_segments,
+                                                 highest_remote_offset=self.highest_offset_in_remote_storage)
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         """``UnifiedLog.maybeIncrementLogStartOffset``."""

@@ -2,7 +2,8 @@
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
 ``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
 the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
-``__remote_log_metadata`` topic, and the ``RemoteIndexCache``."""
+``__remote_log_metadata`` topic, the ``RemoteIndexCache``, and the ``RemoteLogManager`` (copy,
+remote expiry) with its broker settings ``RemoteLogManagerConfig``."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
@@ -23,6 +24,9 @@ from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMeta
                                         RemotePartitionMetadataStore)
 from .remote_log_metadata_manager import (RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager,
                                           TopicBasedRemoteLogMetadataManagerConfig)
+from .remote_log_manager import (RLM_COPY_TASK, RLM_EXPIRATION_TASK, RemoteLogManager, TierResult,
+                                 is_remote_log_enabled)
+from .remote_log_manager_config import RemoteLogManagerConfig
 from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
                                 REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogMetadataTopicPartitioner)
 
@@ -33,6 +37,8 @@ __all__ = [
     "LogSegmentData", "PyArrowRemoteStorageManager", "REMOTE_LOG_METADATA_TOPIC_NAME",
     "REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP", "ROOT_STORAGE_DIR_NAME", "RemoteInputStream",
     "RemoteIndexCache", "RemoteLogLeaderEpochState", "RemoteLogMetadata", "RemoteLogMetadataCache",
+    "RLM_COPY_TASK", "RLM_EXPIRATION_TASK", "RemoteLogManager", "RemoteLogManagerConfig", "TierResult",
+    "is_remote_log_enabled",
     "RemoteLogMetadataManager", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
     "RemotePartitionMetadataStore",
     "RemoteLogSegmentFileType", "RemoteLogSegmentId", "RemoteLogSegmentMetadata",

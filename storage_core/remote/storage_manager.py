@@ -558,7 +558,8 @@ class PyArrowRemoteStorageManager:
                     self._delete_quietly(info.path)
         except OSError as e:
             raise _storage_error(f"{what}: listing {self._upload_dir(metadata)}", e) from e
-        if self._local:
+        # a copy killed before its first object leaves no partition directory to sync
+        if self._local and os.path.isdir(self.partition_path(metadata.topic_id_partition)):
             _fsync_dir(self.partition_path(metadata.topic_id_partition))
 
     def close(self) -> None:

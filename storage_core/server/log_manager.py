@@ -20,12 +20,14 @@ What it does, as the broker does it:
   (``cleanupLogs``), ``kafka-log-flusher`` (``flushDirtyLogs``), ``kafka-recovery-point-checkpoint``,
   ``kafka-log-start-offset-checkpoint``, ``kafka-delete-logs`` (``-delete`` directories and
   ``.deleted`` segment files past ``file.delete.delay.ms``), ``PeriodicProducerExpirationCheck``
-  and, when the cleaner is driven by hand, ``kafka-log-cleaner``.
+  and, when the cleaner is driven by hand, ``kafka-log-cleaner``; with tiered storage
+  (``remote_log_manager_config``) ``RLMCopyTask`` and ``RLMExpirationTask`` (``remote_log_tasks``).
 
 The scheduler runs on a thread after ``start()``; tests and the CLI inject a clock and call
 ``run_due_tasks(now_ms)`` instead, or call the task methods (``cleanup_logs``, ``compact``, ...) directly.
 
 One process at a time manages a data directory: its ``.lock`` file is locked while the manager is open.
+(Over 700 lines: one Kafka class; its loading, compaction and tiering live in sibling modules.)
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from .metrics import LogManagerSnapshot, ManagerMetrics
 from ..errors import KafkaLogError, LogLockedError
 from ..log import Log
 from .scheduler import KafkaScheduler
+from .remote_log_tasks import RemoteLogManager, RemoteLogManagerConfig, start_remote_log_manager
 
 if TYPE_CHECKING:
     from ..cleaner import LogCleaner
@@ -98,7 +101,8 @@ class LogManager:
                  cleaner_config: CleanerConfig | None = None,
                  config: LogManagerConfig | None = None,
                  clock: Clock = wall_ms,
-                 scheduler: KafkaScheduler | None = None) -> None:
+                 scheduler: KafkaScheduler | None = None,
+                 remote_log_manager_config: RemoteLogManagerConfig | None = None) -> None:
         dirs = [Path(d).absolute() for d in log_dirs]
         if not dirs:
             raise ValueError("LogManager needs at least one data directory")
@@ -110,6 +114,8 @@ class LogManager:
         self.config = config or LogManagerConfig()
         self.clock = clock
         self.scheduler = scheduler or KafkaScheduler(clock=clock)
+        self.remote_log_manager_config = remote_log_manager_config
+        self.remote_log_manager: RemoteLogManager | None = None
         self.config_repository = ConfigRepository(dirs, self.default_config)
         self._dirs = {d: DataDir(d) for d in dirs}
         self._logs: dict[TopicPartition, Log] = {}
@@ -172,6 +178,7 @@ class LogManager:
         self._lock_dirs()
         self.load_logs()
         self._schedule_tasks()
+        self.remote_log_manager = start_remote_log_manager(self)
         self._started = True
 
     def start(self) -> None:
@@ -199,6 +206,8 @@ class LogManager:
                 except Exception:      # CoreUtils.swallow
                     logger.warning("Error shutting down the log cleaner", exc_info=True)
             self.scheduler.shutdown()
+            if self.remote_log_manager is not None:
+                self.remote_log_manager.close()
             with self._lock:
                 by_dir = self._logs_by_dir()
             for d in self._dirs.values():

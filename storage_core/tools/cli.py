@@ -12,6 +12,7 @@ writes its results through the one output layer, ``storage_core.tools.output``:
 ``retention``   the broker's retention task over a data directory (``LogManager``)
 ``compact``     the log cleaner by hand over the compacted topics (``LogManager``)
 ``config``      a topic's configuration overrides kept in the data directory
+``tier``        one pass of the remote log manager: copy to remote storage, remote expiry
 ==============  ===============================================================================
 
 Exit status: 0 done; 1 a file or partition was bad or failed; 2 usage or I/O error.
@@ -31,7 +32,7 @@ from ..errors import KafkaLogError
 from .output import Output, UsageError
 
 # commands whose engine code logs: warnings go to stderr
-_LOGGING_COMMANDS = ("describe", "recover", "retention", "compact", "config")
+_LOGGING_COMMANDS = ("describe", "recover", "retention", "compact", "config", "tier")
 
 
 def _data_dir_command(sub: Any, name: str, help: str, *, now: str) -> argparse.ArgumentParser:
@@ -92,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true",
                    help="clean any dirty bytes, ignoring min.cleanable.dirty.ratio for this run")
     _purge_and_json(c, "remove the replaced segment files at once instead of after file.delete.delay.ms")
+    tr = _data_dir_command(sub, "tier", "copy rolled segments of tiered topics to remote storage, expire remote ones",
+                           now="the time to judge retention.ms against (epoch ms)")
+    tr.add_argument("--config", metavar="FILE", help="broker properties (remote.log.*, rsm.config.*, rlmm.config.*)")
+    tr.add_argument("--property", action="append", metavar="KEY=VALUE", help="a broker property (repeatable)")
+    tr.add_argument("--json", action="store_true", help="one JSON document")
     g = sub.add_parser("config", help="show or change a topic's configuration overrides")
     g.add_argument("dir", help="data directory")
     g.add_argument("--topic", required=True)
