@@ -28,6 +28,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class FetchResult:
     next_offset: int
 
 
-def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
+def aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
     """True for the transactional records lying inside an aborted transaction of their
     producer (``[first_offset, ABORT marker]``): one ``searchsorted`` per aborted producer over
     the whole columns, never a loop over records."""
@@ -111,7 +112,7 @@ def fetched(parts: list[tuple[LogSegment, int, bytes]], segments: list[LogSegmen
         holding = segments[floor_index([s.base_offset for s in segments], offset):]
         aborted = LocalLog.collect_aborted_txns(holding, offset, fetched_end)
         if aborted:
-            mask = pa.array(~_aborted_mask(table, aborted))
+            mask = pa.array(~aborted_mask(table, aborted))
             keep = mask if keep is None else pc.and_(keep, mask)
     return FetchResult(table if keep is None else table.filter(keep), next_offset)
 
@@ -148,8 +149,11 @@ def fetch_offset_by_timestamp(segments: list[LogSegment], start: int, end: int, 
     """``UnifiedLog.fetchOffsetByTimestamp`` over a log's ``segments`` (its log start offset
     ``start``, end offset ``end``, leader-epoch ``cache``), with ListOffsets' special
     timestamps: -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the
-    largest timestamp; otherwise the first record at or after ``timestamp`` with its leader
-    epoch."""
+    largest timestamp; -5 latest tiered: offset -1, epoch -1 (nothing of this log is in remote
+    storage; ``storage_core.remote.UnifiedLog`` answers it for a tiered one); otherwise the first
+    record at or after ``timestamp`` with its leader epoch."""
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return TimestampAndOffset(-1, -1, -1)
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return TimestampAndOffset(-1, start, cache.epoch_for_offset(start))
     if timestamp == LATEST_TIMESTAMP:

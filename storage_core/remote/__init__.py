@@ -2,7 +2,7 @@
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
 ``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
 the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
-``__remote_log_metadata`` topic, and the ``RemoteIndexCache``."""
+``__remote_log_metadata`` topic, and the ``RemoteIndexCache``, and ``UnifiedLog``: reads and ListOffsets across both tiers."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
@@ -23,6 +23,7 @@ from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMeta
                                         RemotePartitionMetadataStore)
 from .remote_log_metadata_manager import (RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager,
                                           TopicBasedRemoteLogMetadataManagerConfig)
+from .unified_log import UnifiedLog
 from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
                                 REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogMetadataTopicPartitioner)
 
@@ -40,6 +41,6 @@ __all__ = [
     "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemotePositionError",
     "RemoteResourceNotFoundError",
     "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicBasedRemoteLogMetadataManager",
-    "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition",
+    "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition", "UnifiedLog",
     "deserialize", "partition_dir_name", "remote_index_file_prefix", "segment_file_name", "serialize",
 ]
