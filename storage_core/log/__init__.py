@@ -7,7 +7,7 @@ from .log import Log
 from .read import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
                    MAX_TIMESTAMP, FetchResult, aborted_mask, is_read_committed)
 from .log_metrics import LogMetrics
-from .segment import INT_MAX, LogSegment
+from .segment import INT_MAX, LogSegment, TimestampAndOffset
 from .segments import LogSegments, bases_in_range
 from .view import LogView, OngoingTransactions, log_start_offset
 
@@ -32,6 +32,7 @@ __all__ = [
     "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "TXN_INDEX_SUFFIX",
+    "TimestampAndOffset",
     "aborted_mask",
     "bases_in_range",
     "filename_prefix",

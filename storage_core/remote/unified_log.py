@@ -38,9 +38,8 @@ from ..format import decode_run, empty_table
 from ..format.batch_header import LOG_OVERHEAD, BatchField, read_field
 from ..format.log_input_stream import default_max_decompressed
 from ..index import AbortedTxn
-from ..log import (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, FetchResult, Log, aborted_mask,
+from ..log import (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, FetchResult, Log, TimestampAndOffset, aborted_mask,
                    is_read_committed)
-from ..log.segment import TimestampAndOffset
 from .metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
 from .remote_index_cache import RemoteIndexCache
 from .remote_log_metadata_manager import RemoteLogMetadataManager
