@@ -2,7 +2,8 @@
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
 ``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
 the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
-``__remote_log_metadata`` topic, and the ``RemoteIndexCache``, and ``UnifiedLog``: reads and ListOffsets across both tiers."""
+``__remote_log_metadata`` topic, the ``RemoteIndexCache``, and ``UnifiedLog``: reads and
+ListOffsets across both tiers."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,

@@ -30,7 +30,8 @@ from storage_core.remote import (LogSegmentData, PyArrowRemoteStorageManager, Re
                                  RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
                                  TopicBasedRemoteLogMetadataManager, TopicIdPartition, UnifiedLog)
 
-_spec = importlib.util.spec_from_file_location("kafkalog_ic_test", Path(__file__).with_name("test_remote_index_cache.py"))
+_spec = importlib.util.spec_from_file_location("kafkalog_ic_test",
+                                               Path(__file__).with_name("test_remote_index_cache.py"))
 _ic = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_ic)
 CountingRemoteStorageManager = _ic.CountingRemoteStorageManager
@@ -105,14 +106,15 @@ def source(tmp_path_factory):
         expected = {iso: _sweep(log, 0, iso, 1 << 30) for iso in ("read_uncommitted", "read_committed")}
         lso = log.last_stable_offset
         times = {ts: log.offsets_for_times(ts) for ts in range(TS0 - 5, TS0 + 3 * 120 * 8, 97)}
+        max_timestamps = [seg.largest_timestamp for seg in log.segments]
     assert lso == bounds[-1][1] + 120 * 3 + 8 * 3 or lso > bounds[TIERED - 1][1]
-    return log_dir, bounds, expected, times
+    return log_dir, bounds, expected, times, max_timestamps
 
 
 def _tier(source, tmp_path: Path, configs: dict, register=None):
     """A copy of the source log whose first TIERED segments are copied to the store (metadata
     STARTED, objects, FINISHED) and then deleted locally; returns (log, rlmm, rsm, metadata)."""
-    src_dir, bounds, _, _ = source
+    src_dir, bounds, _, _, max_timestamps = source
     log_dir = tmp_path / "data" / "tieredTopic-0"
     log_dir.parent.mkdir()
     shutil.copytree(src_dir, log_dir)
@@ -123,7 +125,7 @@ def _tier(source, tmp_path: Path, configs: dict, register=None):
     for n, (base, next_base) in enumerate(bounds[:TIERED]):
         paths = segment_paths(log_dir, base)
         txn = paths[".txnindex"] if paths[".txnindex"].exists() and paths[".txnindex"].stat().st_size else None
-        md = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), base, next_base - 1, TS0 + 3 * 120 * (n + 1),
+        md = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), base, next_base - 1, max_timestamps[n],
                                       1, TS0, paths[".log"].stat().st_size, {0: base}, txn_idx_empty=txn is None)
         if register is None or n in register:
             rlmm.add_remote_log_segment_metadata(md)
@@ -154,7 +156,7 @@ def store(request, tmp_path):
 
 @pytest.mark.parametrize("max_bytes", [3000, 1 << 20])
 def test_tiered_log_reads_back_whole_across_the_boundary(source, store, tmp_path, max_bytes):
-    _, bounds, expected, times = source
+    _, bounds, expected, times, _ = source
     log, rlmm, rsm, mds = _tier(source, tmp_path, store)
     cache = RemoteIndexCache(rsm, tmp_path / "data")
     with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
@@ -178,7 +180,7 @@ def test_tiered_log_reads_back_whole_across_the_boundary(source, store, tmp_path
 
 
 def test_list_offsets_special_timestamps(source, tmp_path):
-    _, bounds, _, _ = source
+    _, bounds, _, _, _ = source
     log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")})
     cache = RemoteIndexCache(rsm, tmp_path / "data")
     with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
@@ -206,7 +208,7 @@ def test_list_offsets_special_timestamps(source, tmp_path):
 
 
 def test_random_remote_offset_costs_at_most_two_requests_once_indexes_are_cached(source, seaweedfs, tmp_path):
-    _, _, expected, _ = source
+    _, _, expected, _, _ = source
     log, rlmm, rsm, mds = _tier(source, tmp_path, seaweedfs.storage_configs(f"ul-{uuid.uuid4().hex[:10]}"))
     counting = CountingRemoteStorageManager(rsm)
     cache = RemoteIndexCache(counting, tmp_path / "data")
@@ -228,7 +230,7 @@ def test_random_remote_offset_costs_at_most_two_requests_once_indexes_are_cached
 
 
 def test_offsets_in_neither_tier_are_out_of_range(source, tmp_path):
-    _, bounds, _, _ = source
+    _, bounds, _, _, _ = source
     # segment 1 copied but never registered: a gap in the remote tier
     log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")}, register={0, 2, 3})
     cache = RemoteIndexCache(rsm, tmp_path / "data")
