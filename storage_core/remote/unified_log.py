@@ -101,6 +101,7 @@ class UnifiedLog:
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
+        self._next_offset = -1                   # where the last remote fetch said to go on
 
     # ------------------------------------------------------------------------------ offsets
 
@@ -180,6 +181,11 @@ class UnifiedLog:
         sweep = self._sweep
         sequential = sweep is not None and sweep.next_offset == offset \
             and sweep.segment.remote_log_segment_id == md.remote_log_segment_id
+        if not sequential and offset == md.start_offset and self._next_offset == offset:
+            # the sweep went on from the previous segment into this one: read ahead at once
+            self._drop_sweep()
+            self._sweep = sweep = _Sweep(md, 0, b"", self._chunk(max_bytes), next_offset=offset)
+            sequential = True
         if sequential:
             assert sweep is not None
             position, slack = sweep.start, 0    # where the last fetch of this sweep stopped
@@ -199,7 +205,8 @@ class UnifiedLog:
         data, decode_end = self._whole_first_batch(md, data, start, max_bytes)
         if not data:
             # endOffset may lie past the segment's last batch: the next read starts after it
-            return FetchResult(empty_table(), min(upper, md.end_offset + 1))
+            self._next_offset = min(upper, md.end_offset + 1)
+            return FetchResult(empty_table(), self._next_offset)
         source = describe_segment(md)
         try:
             run = decode_run(data, end=decode_end, check_order=True,
@@ -209,11 +216,13 @@ class UnifiedLog:
             raise e.located(source=source, base_position=start) from e.__cause__
         self._consumed(md, start + run.next_position, run.next_offset)
         if run.next_offset < 0:
-            return FetchResult(empty_table(), min(upper, md.end_offset + 1))
+            self._next_offset = min(upper, md.end_offset + 1)
+            return FetchResult(empty_table(), self._next_offset)
         next_offset = run.next_offset
         if start + run.next_position >= md.segment_size_in_bytes:
             next_offset = max(next_offset, md.end_offset + 1)
         next_offset = max(offset, min(upper, next_offset))
+        self._next_offset = next_offset
         table = run.table
         offsets = table.column("offset").to_numpy()
         lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
@@ -272,6 +281,8 @@ class UnifiedLog:
         if sweep is not None and sweep.segment.remote_log_segment_id == md.remote_log_segment_id \
                 and sweep.start <= position <= sweep.end:
             # a sequential sweep: use what is read already, then the reads issued ahead
+            if sequential:
+                self._issue_ahead(sweep)
             parts = [sweep.buffer[position - sweep.start:]]
             have = sweep.end
             while have < want and sweep.ahead:
@@ -288,8 +299,12 @@ class UnifiedLog:
             return sweep.buffer, position
         self._drop_sweep()
         data = self._range(md, position, want)
-        self._sweep = _Sweep(md, position, data, min(MAX_CHUNK, max(MIN_CHUNK, max_bytes)), issued_to=want)
+        self._sweep = _Sweep(md, position, data, self._chunk(max_bytes), issued_to=want)
         return data, position
+
+    @staticmethod
+    def _chunk(max_bytes: int) -> int:
+        return min(MAX_CHUNK, max(MIN_CHUNK, max_bytes))
 
     def _issue_ahead(self, sweep: _Sweep) -> None:
         size = sweep.segment.segment_size_in_bytes
@@ -308,7 +323,7 @@ class UnifiedLog:
         if first > len(data) and start + len(data) < md.segment_size_in_bytes:
             data += self._range(md, start + len(data), min(md.segment_size_in_bytes, start + first))
             self._drop_sweep()
-            self._sweep = _Sweep(md, start, data, min(MAX_CHUNK, max(MIN_CHUNK, max_bytes)),
+            self._sweep = _Sweep(md, start, data, self._chunk(max_bytes),
                                  issued_to=start + len(data))
         return data, max(max_bytes, first)
 
