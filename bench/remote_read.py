@@ -154,6 +154,10 @@ def store_sweep(rsm: PyArrowRemoteStorageManager, mds, max_bytes: int, threads: 
     return total
 
 
+def check_count(what: str, got: int, expected: int, unit: str) -> None:
+    assert got == expected, f"{what} read {got} {unit} of {expected}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gib", type=float, default=1.0)
@@ -198,15 +202,15 @@ def main() -> None:
                     t = time.perf_counter()
                     rows = sweep(ulog, 0, local_start, args.max_bytes)
                     best["remote"] = min(best["remote"], time.perf_counter() - t)
-                assert rows == local_start, f"remote sweep read {rows} records of {local_start}"
+                check_count("remote sweep", rows, local_start, "records")
                 t = time.perf_counter()
                 got = store_sweep(rsm, mds, args.max_bytes, args.threads)
                 best["store"] = min(best["store"], time.perf_counter() - t)
-                assert got == remote_bytes, f"store sweep read {got} bytes of {remote_bytes}"
+                check_count("store sweep", got, remote_bytes, "bytes")
                 t = time.perf_counter()
                 rows = sweep(local, 0, local_start, args.max_bytes)
                 best["local"] = min(best["local"], time.perf_counter() - t)
-                assert rows == local_start, f"local sweep read {rows} records of {local_start}"
+                check_count("local sweep", rows, local_start, "records")
         cache.close()
         rlmm.close()
         rate = {k: remote_bytes / MiB / v for k, v in best.items()}

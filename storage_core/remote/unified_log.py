@@ -23,6 +23,7 @@ whole batch and issues the next ranged reads ahead, in parallel on a small threa
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +36,7 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import decode_run, empty_table
-from ..format.batch_header import LOG_OVERHEAD, BatchField, read_field
+from ..format.batch_header import LOG_OVERHEAD, BatchField
 from ..format.log_input_stream import default_max_decompressed
 from ..index import AbortedTxn
 from ..log import (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, FetchResult, Log, TimestampAndOffset, aborted_mask,
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 MIN_CHUNK = 256 << 10
 MAX_CHUNK = 8 << 20
-DEFAULT_READ_AHEAD = 4
+DEFAULT_READ_AHEAD = 8
 
 
 @dataclass
@@ -59,29 +60,44 @@ class _Sweep:
 
     segment: RemoteLogSegmentMetadata
     start: int                                  # position of ``buffer[0]`` in the segment
-    buffer: bytes
+    buffer: bytes | memoryview
     chunk: int
     ahead: deque[Future[bytes]] = field(default_factory=deque)
     issued_to: int = 0                          # end position of the last read issued
     next_offset: int = -1                       # the offset whose batch starts at ``start``
+    following: "_Sweep | None" = None           # the next remote segment, read ahead near the end
 
     @property
     def end(self) -> int:
         return self.start + len(self.buffer)
 
 
-def _skip_batches_below(data: bytes, offset: int) -> int:
+def _cancel(sweep: _Sweep) -> None:
+    """Cancel the reads issued ahead that have not started (those running finish unused)."""
+    for f in sweep.ahead:
+        f.cancel()
+    if sweep.following is not None:
+        _cancel(sweep.following)
+
+
+def _field(data: bytes | memoryview, pos: int, field: BatchField) -> int:
+    """One header field of the batch at ``pos`` (a scalar read: this walk looks at a few
+    headers per fetch)."""
+    return int(struct.unpack_from(">" + field.code, data, pos + field.offset)[0])
+
+
+def _skip_batches_below(data: bytes | memoryview, offset: int) -> int:
     """The position in ``data`` of the first batch whose last offset reaches ``offset`` (a walk
     over the few batch headers between an index entry and the target; a truncated header
     ends it)."""
     pos, n = 0, len(data)
     while pos + BatchField.LAST_OFFSET_DELTA.offset + BatchField.LAST_OFFSET_DELTA.size <= n:
-        base = int(read_field(data, [pos], BatchField.BASE_OFFSET)[0])
-        if int(read_field(data, [pos], BatchField.MAGIC)[0]) >= 2:
-            last = base + int(read_field(data, [pos], BatchField.LAST_OFFSET_DELTA)[0])
+        base = _field(data, pos, BatchField.BASE_OFFSET)
+        if _field(data, pos, BatchField.MAGIC) >= 2:
+            last = base + _field(data, pos, BatchField.LAST_OFFSET_DELTA)
         else:
             last = base                     # a legacy entry's offset is its last
-        size = LOG_OVERHEAD + int(read_field(data, [pos], BatchField.LENGTH)[0])
+        size = LOG_OVERHEAD + _field(data, pos, BatchField.LENGTH)
         if last >= offset or pos + size > n:
             break
         pos += size
@@ -182,9 +198,17 @@ class UnifiedLog:
         sequential = sweep is not None and sweep.next_offset == offset \
             and sweep.segment.remote_log_segment_id == md.remote_log_segment_id
         if not sequential and offset == md.start_offset and self._next_offset == offset:
-            # the sweep went on from the previous segment into this one: read ahead at once
+            # the sweep went on from the previous segment into this one: its reads ahead may
+            # have begun there already
+            following = sweep.following if sweep is not None else None
+            if sweep is not None:
+                sweep.following = None
             self._drop_sweep()
-            self._sweep = sweep = _Sweep(md, 0, b"", self._chunk(max_bytes), next_offset=offset)
+            if following is None or following.segment.remote_log_segment_id != md.remote_log_segment_id:
+                if following is not None:
+                    _cancel(following)
+                following = _Sweep(md, 0, b"", self._chunk(max_bytes), next_offset=offset)
+            self._sweep = sweep = following
             sequential = True
         if sequential:
             assert sweep is not None
@@ -196,12 +220,13 @@ class UnifiedLog:
         size, header = md.segment_size_in_bytes, BatchField.LAST_OFFSET_DELTA.offset + BatchField.LAST_OFFSET_DELTA.size
         while True:
             skip = _skip_batches_below(data, offset)
-            data, start = data[skip:], start + skip
+            data, start = memoryview(data)[skip:], start + skip
             if len(data) >= header or start + len(data) >= size:
                 break
             # the target batch lies past the bytes read (batches larger than the slack): read on
             self._drop_sweep()
-            data += self._range(md, start + len(data), min(size, start + len(data) + max(max_bytes, MIN_CHUNK)))
+            more = min(size, start + len(data) + max(max_bytes, MIN_CHUNK))
+            data = bytes(data) + self._range(md, start + len(data), more)
         data, decode_end = self._whole_first_batch(md, data, start, max_bytes)
         if not data:
             # endOffset may lie past the segment's last batch: the next read starts after it
@@ -265,11 +290,10 @@ class UnifiedLog:
     def _range(self, md: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the segment's ``.log``: one ranged read."""
         with self.rsm.fetch_log_segment(md, start, end - 1) as stream:
-            data = stream.read(end - start)
-        return bytes(data)
+            return bytes(stream.readall())      # one ranged read, no copy through a buffer
 
     def _bytes(self, md: RemoteLogSegmentMetadata, position: int, max_bytes: int,
-               sequential: bool) -> tuple[bytes, int]:
+               sequential: bool) -> tuple[bytes | memoryview, int]:
         """At least ``max_bytes`` (or to the segment's end) from ``position``, and ``position``:
         from the sweep's bytes when the read lands in them (``sequential``: it continues the
         sweep, whose next ranged reads are then issued ahead), else one ranged read."""
@@ -283,7 +307,7 @@ class UnifiedLog:
             # a sequential sweep: use what is read already, then the reads issued ahead
             if sequential:
                 self._issue_ahead(sweep)
-            parts = [sweep.buffer[position - sweep.start:]]
+            parts: list[bytes | memoryview] = [memoryview(sweep.buffer)[position - sweep.start:]]
             have = sweep.end
             while have < want and sweep.ahead:
                 chunk = sweep.ahead.popleft().result()
@@ -292,7 +316,7 @@ class UnifiedLog:
             if have < want:
                 parts.append(self._range(md, have, want))
                 have = want
-            sweep.start, sweep.buffer = position, b"".join(parts)
+            sweep.start, sweep.buffer = position, parts[0] if len(parts) == 1 else b"".join(parts)
             sweep.issued_to = max(sweep.issued_to, have)
             if sequential:
                 self._issue_ahead(sweep)
@@ -307,21 +331,38 @@ class UnifiedLog:
         return min(MAX_CHUNK, max(MIN_CHUNK, max_bytes))
 
     def _issue_ahead(self, sweep: _Sweep) -> None:
+        """Keep ``read_ahead`` ranged reads in flight: the segment's next chunks, then, near its
+        end, the first chunks of the remote segment that follows it (below the local log)."""
         size = sweep.segment.segment_size_in_bytes
         while len(sweep.ahead) < self.read_ahead and sweep.issued_to < size:
             end = min(size, sweep.issued_to + sweep.chunk)
             sweep.ahead.append(self._pool.submit(self._range, sweep.segment, sweep.issued_to, end))
             sweep.issued_to = end
+        room = self.read_ahead - len(sweep.ahead)
+        if room <= 0 or sweep.issued_to < size:
+            return
+        if sweep.following is None:
+            after = sweep.segment.end_offset + 1
+            md = self.remote_segment_for(after) if after < self.log.log_start_offset else None
+            if md is None or md.start_offset != after:
+                return
+            sweep.following = _Sweep(md, 0, b"", sweep.chunk, next_offset=after)
+        following = sweep.following
+        size = following.segment.segment_size_in_bytes
+        while len(following.ahead) < room and following.issued_to < size:
+            end = min(size, following.issued_to + following.chunk)
+            following.ahead.append(self._pool.submit(self._range, following.segment, following.issued_to, end))
+            following.issued_to = end
 
-    def _whole_first_batch(self, md: RemoteLogSegmentMetadata, data: bytes, start: int,
-                           max_bytes: int) -> tuple[bytes, int]:
+    def _whole_first_batch(self, md: RemoteLogSegmentMetadata, data: bytes | memoryview, start: int,
+                           max_bytes: int) -> tuple[bytes | memoryview, int]:
         """``data`` with its first batch whole (a fetch returns at least one batch: one larger
         than ``max_bytes`` is completed by a second ranged read), and where decoding stops."""
         if len(data) < LOG_OVERHEAD:
             return data, max_bytes
-        first = LOG_OVERHEAD + int(read_field(data, [0], BatchField.LENGTH)[0])
+        first = LOG_OVERHEAD + _field(data, 0, BatchField.LENGTH)
         if first > len(data) and start + len(data) < md.segment_size_in_bytes:
-            data += self._range(md, start + len(data), min(md.segment_size_in_bytes, start + first))
+            data = bytes(data) + self._range(md, start + len(data), min(md.segment_size_in_bytes, start + first))
             self._drop_sweep()
             self._sweep = _Sweep(md, start, data, self._chunk(max_bytes),
                                  issued_to=start + len(data))
@@ -333,15 +374,14 @@ class UnifiedLog:
         sweep = self._sweep
         if sweep is not None and sweep.segment.remote_log_segment_id == md.remote_log_segment_id \
                 and sweep.start <= position <= sweep.end:
-            sweep.buffer = sweep.buffer[position - sweep.start:]
+            sweep.buffer = memoryview(sweep.buffer)[position - sweep.start:]
             sweep.start = position
             sweep.next_offset = next_offset
 
     def _drop_sweep(self) -> None:
         sweep, self._sweep = self._sweep, None
         if sweep is not None:
-            for f in sweep.ahead:
-                f.cancel()
+            _cancel(sweep)
 
     # ------------------------------------------------------------------------------ timestamps
 
