@@ -71,7 +71,8 @@ remote.log.manager.task.interval.ms=500
 @pytest.fixture(scope="module")
 def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
     """The broker's log dir and LocalTieredStorage folder once it copied segments of both
-    partitions, stopped cleanly."""
+    partitions and deleted the first ones locally, stopped cleanly; ``consumed``: what a real
+    consumer read from it before it stopped."""
     jar = next(Path(local_tiered_storage_classpath.split(":")[0].rstrip("*")).glob("kafka-storage-*test*.jar"))
     broker = TieredBroker(tmp_path_factory.mktemp("tiered-broker"), jar)
     try:
@@ -91,7 +92,7 @@ def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
                 finished = [sum(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
                                 for s in m.list_remote_log_segments(tip))
                             for tip in tips(broker.log_dir)] if _has_topic(broker.log_dir) else []
-            if len(finished) == PARTITIONS and min(finished) >= 2:
+            if len(finished) == PARTITIONS and min(finished) >= 2 and _local_retention_deleted(broker.log_dir):
                 break
             if time.monotonic() > deadline:
                 raise AssertionError(f"the broker tiered {finished} segments within {WAIT:.0f} s\n{broker.log_tail()}")
@@ -102,6 +103,12 @@ def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
         yield broker
     finally:
         broker.remove()
+
+
+def _local_retention_deleted(log_dir: Path) -> bool:
+    """Local retention (local.retention.ms, checked every 500 ms) deleted each partition's first
+    segment once it was copied: its offsets are only in remote storage."""
+    return all(int(min(p.stem for p in (log_dir / f"{TOPIC}-{n}").glob("*.log"))) > 0 for n in range(PARTITIONS))
 
 
 def _has_topic(log_dir: Path) -> bool:
