@@ -277,3 +277,30 @@ def test_store_going_away_fails_reads_naming_segment_and_store_local_data_untouc
         assert local_files() == local
     cache.close()
     rlmm.close()
+
+
+def test_describe_shows_the_remote_segments_of_a_tiered_partition(source, tmp_path):
+    import json
+    import subprocess
+    import sys
+    log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")})
+    log.close()
+    rlmm.close()
+    data = tmp_path / "data"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-m", "storage_core.tools", "describe", str(data), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    part = next(p for p in doc["partitions"] if p["partition"] == "tieredTopic-0")
+    remote = part["remote_segments"]
+    assert [(r["start_offset"], r["end_offset"], r["size"], r["state"], r["txn_idx_empty"]) for r in remote] == [
+        (m.start_offset, m.end_offset, m.segment_size_in_bytes, "COPY_SEGMENT_FINISHED", m.txn_idx_empty)
+        for m in mds]
+    for r in remote:
+        assert (tmp_path / "remote" / "kafka-tiered-storage" / r["object"]).stat().st_size == r["size"]
+    text = subprocess.run([sys.executable, "-m", "storage_core.tools", "describe", str(data / "tieredTopic-0")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert text.returncode == 0, text.stderr[-3000:]
+    assert f"remote segments {len(mds)}" in text.stdout
+    assert f"{mds[0].start_offset}-{mds[0].end_offset}  COPY_SEGMENT_FINISHED" in text.stdout
