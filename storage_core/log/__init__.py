@@ -5,7 +5,7 @@ from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SW
                     offset_from_filename, segment_base_offsets, segment_paths, write_all)
 from .log import Log
 from .read import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
-                   MAX_TIMESTAMP, FetchResult, aborted_mask, is_read_committed)
+                   MAX_TIMESTAMP, FetchResult, aborted_mask, is_read_committed, rows_in_range)
 from .log_metrics import LogMetrics
 from .segment import INT_MAX, LogSegment, TimestampAndOffset
 from .segments import LogSegments, bases_in_range
@@ -40,6 +40,7 @@ __all__ = [
     "is_segment_file",
     "log_start_offset",
     "offset_from_filename",
+    "rows_in_range",
     "segment_base_offsets",
     "segment_paths",
     "write_all",

@@ -64,6 +64,17 @@ def aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
     return mask
 
 
+def rows_in_range(decoded: pa.Table, offset: int, upper: int) -> tuple[pa.Table, int, int, pa.Array | None]:
+    """The rows of a decoded run at offsets ``[offset, upper)`` (offsets increase through a log:
+    one zero-copy slice), where they lie in the run (``lo``, ``hi``), and the mask that leaves out
+    the control records among them (None when there are none)."""
+    offsets = decoded.column("offset").to_numpy()
+    lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
+    table = decoded.slice(lo, max(0, hi - lo))
+    control = table.column("isControl")
+    return table, lo, hi, pc.invert(control) if pc.any(control).as_py() else None
+
+
 def is_read_committed(isolation: str) -> bool:
     """Whether ``isolation`` (``read_uncommitted`` or ``read_committed``) is ``read_committed``."""
     if isolation not in ("read_uncommitted", "read_committed"):
@@ -92,23 +103,15 @@ def fetched(parts: list[tuple[LogSegment, int, bytes]], segments: list[LogSegmen
     decoded, run_next = _decode_parts(parts, max_bytes, max_message_bytes)
     if run_next < 0:
         return FetchResult(empty_table(), offset)
-    table = decoded
     next_offset = max(offset, min(upper, run_next))
-    # offsets increase through a log: the wanted rows are one slice (zero copy)
-    offsets = table.column("offset").to_numpy()
-    lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
-    table = table.slice(lo, max(0, hi - lo))
-    keep = None
-    control = table.column("isControl")
-    if pc.any(control).as_py():
-        keep = pc.invert(control)
+    table, lo, hi, keep = rows_in_range(decoded, offset, upper)
     if committed and table.num_rows and aborts_from_markers:
         aborted_rows = aborted_by_markers(decoded, segments, run_next)[lo:hi]
         if aborted_rows.any():
             mask = pa.array(~aborted_rows)
             keep = mask if keep is None else pc.and_(keep, mask)
     elif committed and table.num_rows:
-        fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
+        fetched_end = min(upper, int(table.column("offset")[-1].as_py()) + 1)
         holding = segments[floor_index([s.base_offset for s in segments], offset):]
         aborted = LocalLog.collect_aborted_txns(holding, offset, fetched_end)
         if aborted:

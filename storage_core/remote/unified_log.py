@@ -40,7 +40,7 @@ from ..format.batch_header import LOG_OVERHEAD, BatchField
 from ..format.log_input_stream import default_max_decompressed
 from ..index import AbortedTxn
 from ..log import (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, FetchResult, Log, TimestampAndOffset, aborted_mask,
-                   is_read_committed)
+                   is_read_committed, rows_in_range)
 from .metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
 from .remote_index_cache import RemoteIndexCache
 from .remote_log_metadata_manager import RemoteLogMetadataManager
@@ -248,16 +248,9 @@ class UnifiedLog:
             next_offset = max(next_offset, md.end_offset + 1)
         next_offset = max(offset, min(upper, next_offset))
         self._next_offset = next_offset
-        table = run.table
-        offsets = table.column("offset").to_numpy()
-        lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
-        table = table.slice(lo, max(0, hi - lo))
-        keep = None
-        control = table.column("isControl")
-        if pc.any(control).as_py():
-            keep = pc.invert(control)
+        table, _, _, keep = rows_in_range(run.table, offset, upper)
         if committed and table.num_rows:
-            fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
+            fetched_end = min(upper, int(table.column("offset")[-1].as_py()) + 1)
             aborted = self.collect_aborted_txns(md, offset, fetched_end)
             if aborted:
                 mask = pa.array(~aborted_mask(table, aborted))
