@@ -86,19 +86,21 @@ def _field(data: bytes | memoryview, pos: int, field: BatchField) -> int:
     return int(struct.unpack_from(">" + field.code, data, pos + field.offset)[0])
 
 
+def _last_offset(data: bytes | memoryview, pos: int) -> int:
+    base = _field(data, pos, BatchField.BASE_OFFSET)
+    if _field(data, pos, BatchField.MAGIC) >= 2:
+        return base + _field(data, pos, BatchField.LAST_OFFSET_DELTA)
+    return base                             # a legacy entry's offset is its last
+
+
 def _skip_batches_below(data: bytes | memoryview, offset: int) -> int:
     """The position in ``data`` of the first batch whose last offset reaches ``offset`` (a walk
     over the few batch headers between an index entry and the target; a truncated header
     ends it)."""
     pos, n = 0, len(data)
     while pos + BatchField.LAST_OFFSET_DELTA.offset + BatchField.LAST_OFFSET_DELTA.size <= n:
-        base = _field(data, pos, BatchField.BASE_OFFSET)
-        if _field(data, pos, BatchField.MAGIC) >= 2:
-            last = base + _field(data, pos, BatchField.LAST_OFFSET_DELTA)
-        else:
-            last = base                     # a legacy entry's offset is its last
         size = LOG_OVERHEAD + _field(data, pos, BatchField.LENGTH)
-        if last >= offset or pos + size > n:
+        if _last_offset(data, pos) >= offset or pos + size > n:
             break
         pos += size
     return pos
@@ -221,7 +223,7 @@ class UnifiedLog:
         while True:
             skip = _skip_batches_below(data, offset)
             data, start = memoryview(data)[skip:], start + skip
-            if len(data) >= header or start + len(data) >= size:
+            if start + len(data) >= size or len(data) >= header and _last_offset(data, 0) >= offset:
                 break
             # the target batch lies past the bytes read (batches larger than the slack): read on
             self._drop_sweep()

@@ -304,3 +304,23 @@ def test_describe_shows_the_remote_segments_of_a_tiered_partition(source, tmp_pa
     assert text.returncode == 0, text.stderr[-3000:]
     assert f"remote segments {len(mds)}" in text.stdout
     assert f"{mds[0].start_offset}-{mds[0].end_offset}  COPY_SEGMENT_FINISHED" in text.stdout
+
+
+def test_a_read_whose_target_lies_past_the_first_ranged_read_reads_on_to_it(source, tmp_path):
+    """The first ranged read of a random read covers max_bytes plus index.interval.bytes from the
+    index entry; when the segment was indexed more sparsely than this log's setting says, the
+    target batch lies further: the read goes on to it and still returns it first."""
+    _, _, expected, _, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")})
+    log.update_config(LogConfig(index_interval_bytes=1))
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    offsets = expected["read_uncommitted"].column("offset").to_pylist()
+    rnd = random.Random(11)
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+        for _ in range(30):
+            md = rnd.choice(mds)
+            target = rnd.choice([o for o in offsets if md.start_offset <= o <= md.end_offset])
+            table = ulog.read(target, max_bytes=1)
+            assert table.column("offset")[0].as_py() == target
+    cache.close()
+    rlmm.close()
