@@ -28,6 +28,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class FetchResult:
     next_offset: int
 
 
-def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
+def aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
     """True for the transactional records lying inside an aborted transaction of their
     producer (``[first_offset, ABORT marker]``): one ``searchsorted`` per aborted producer over
     the whole columns, never a loop over records."""
@@ -61,6 +62,17 @@ def _aborted_mask(table: pa.Table, aborted: list[AbortedTxn]) -> np.ndarray:
         hit = (i >= 0) & (o <= lasts[np.maximum(i, 0)])
         mask[rows[hit]] = True
     return mask
+
+
+def rows_in_range(decoded: pa.Table, offset: int, upper: int) -> tuple[pa.Table, int, int, pa.Array | None]:
+    """The rows of a decoded run at offsets ``[offset, upper)`` (offsets increase through a log:
+    one zero-copy slice), where they lie in the run (``lo``, ``hi``), and the mask that leaves out
+    the control records among them (None when there are none)."""
+    offsets = decoded.column("offset").to_numpy()
+    lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
+    table = decoded.slice(lo, max(0, hi - lo))
+    control = table.column("isControl")
+    return table, lo, hi, pc.invert(control) if pc.any(control).as_py() else None
 
 
 def is_read_committed(isolation: str) -> bool:
@@ -91,27 +103,19 @@ def fetched(parts: list[tuple[LogSegment, int, bytes]], segments: list[LogSegmen
     decoded, run_next = _decode_parts(parts, max_bytes, max_message_bytes)
     if run_next < 0:
         return FetchResult(empty_table(), offset)
-    table = decoded
     next_offset = max(offset, min(upper, run_next))
-    # offsets increase through a log: the wanted rows are one slice (zero copy)
-    offsets = table.column("offset").to_numpy()
-    lo, hi = np.searchsorted(offsets, [offset, upper], "left").tolist()
-    table = table.slice(lo, max(0, hi - lo))
-    keep = None
-    control = table.column("isControl")
-    if pc.any(control).as_py():
-        keep = pc.invert(control)
+    table, lo, hi, keep = rows_in_range(decoded, offset, upper)
     if committed and table.num_rows and aborts_from_markers:
         aborted_rows = aborted_by_markers(decoded, segments, run_next)[lo:hi]
         if aborted_rows.any():
             mask = pa.array(~aborted_rows)
             keep = mask if keep is None else pc.and_(keep, mask)
     elif committed and table.num_rows:
-        fetched_end = min(upper, int(offsets[lo:hi][-1]) + 1)
+        fetched_end = min(upper, int(table.column("offset")[-1].as_py()) + 1)
         holding = segments[floor_index([s.base_offset for s in segments], offset):]
         aborted = LocalLog.collect_aborted_txns(holding, offset, fetched_end)
         if aborted:
-            mask = pa.array(~_aborted_mask(table, aborted))
+            mask = pa.array(~aborted_mask(table, aborted))
             keep = mask if keep is None else pc.and_(keep, mask)
     return FetchResult(table if keep is None else table.filter(keep), next_offset)
 
@@ -148,8 +152,11 @@ def fetch_offset_by_timestamp(segments: list[LogSegment], start: int, end: int, 
     """``UnifiedLog.fetchOffsetByTimestamp`` over a log's ``segments`` (its log start offset
     ``start``, end offset ``end``, leader-epoch ``cache``), with ListOffsets' special
     timestamps: -1 latest (the log end offset), -2 / -4 earliest, -3 the record with the
-    largest timestamp; otherwise the first record at or after ``timestamp`` with its leader
-    epoch."""
+    largest timestamp; -5 latest tiered: offset -1, epoch -1 (nothing of this log is in remote
+    storage; ``storage_core.remote.UnifiedLog`` answers it for a tiered one); otherwise the first
+    record at or after ``timestamp`` with its leader epoch."""
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return TimestampAndOffset(-1, -1, -1)
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return TimestampAndOffset(-1, start, cache.epoch_for_offset(start))
     if timestamp == LATEST_TIMESTAMP:

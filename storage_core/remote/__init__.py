@@ -2,8 +2,9 @@
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
 ``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
 the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
-``__remote_log_metadata`` topic, the ``RemoteIndexCache``, and the ``RemoteLogManager`` (copy,
-remote expiry) with its broker settings ``RemoteLogManagerConfig``."""
+``__remote_log_metadata`` topic, the ``RemoteIndexCache``, the ``RemoteLogManager`` (copy,
+remote expiry) with its broker settings ``RemoteLogManagerConfig``, and ``UnifiedLog``: reads and
+ListOffsets across both tiers."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
@@ -27,6 +28,7 @@ from .remote_log_metadata_manager import (RemoteLogMetadataManager, TopicBasedRe
 from .remote_log_manager import (RLM_COPY_TASK, RLM_EXPIRATION_TASK, RemoteLogManager, TierResult,
                                  is_remote_log_enabled)
 from .remote_log_manager_config import RemoteLogManagerConfig
+from .unified_log import UnifiedLog
 from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
                                 REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogMetadataTopicPartitioner)
 
@@ -46,6 +48,6 @@ __all__ = [
     "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemotePositionError",
     "RemoteResourceNotFoundError",
     "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicBasedRemoteLogMetadataManager",
-    "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition",
+    "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition", "UnifiedLog",
     "deserialize", "partition_dir_name", "remote_index_file_prefix", "segment_file_name", "serialize",
 ]

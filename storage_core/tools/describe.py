@@ -2,7 +2,10 @@
 partition folder, opened read-only: per partition the segments (base offset, size, first/last
 offset, index entries, max timestamp and first indexed timestamp from the time index, which
 index files exist), log start/end offsets, the checkpoint values, leader epochs and topic id;
-totals at the end. Exit 1 if a partition could not be read.
+totals at the end. A data directory holding a ``__remote_log_metadata`` topic (kafkalog's or a
+broker's) also shows each tiered partition's remote segments, folded read-only from that topic
+(state, offsets, size, max timestamp, leader epochs, whether the transaction index is empty, the
+object name in ``LocalTieredStorage``'s layout). Exit 1 if a partition could not be read.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
 from ..config import LogConfig
 from ..errors import KafkaLogError
 from ..log import Log, LogSegment, filename_prefix
+from ..remote import (REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogSegmentFileType, TopicBasedRemoteLogMetadataManager,
+                      TopicIdPartition, partition_dir_name, segment_file_name)
 from .data_dirs import partition_dirs
 from .files import OFFSET_CHECKPOINTS, segment_bases, time_entries, valid_prefix
 from .output import Output, optional
@@ -128,6 +133,39 @@ def _describe_partition(d: Path, checkpoints: Checkpoints) -> dict[str, Any]:
     return info
 
 
+def _remote_segments(d: Path, info: dict[str, Any], rlmm: TopicBasedRemoteLogMetadataManager) -> None:
+    """The partition's remote segments (every state, by start offset) from the metadata topic."""
+    if info.get("topic_id") is None or info.get("topic") is None:
+        return
+    tip = TopicIdPartition(parse_partition_metadata((d / PARTITION_METADATA_FILE).read_text("utf-8")).topic_id,
+                           parse_topic_partition_dir(d.name))
+    try:
+        mds = sorted(rlmm.list_remote_log_segments(tip), key=lambda m: (m.start_offset, m.event_timestamp_ms))
+    except (OSError, KafkaLogError) as e:
+        info["remote_error"] = str(e)
+        return
+    info["remote_segments"] = [{
+        "segment_id": topic_id_to_str(m.remote_log_segment_id.id), "state": m.state.name,
+        "start_offset": m.start_offset, "end_offset": m.end_offset, "size": m.segment_size_in_bytes,
+        "max_timestamp": m.max_timestamp_ms, "leader_epochs": [list(e) for e in m.segment_leader_epochs],
+        "txn_idx_empty": m.txn_idx_empty,
+        "object": f"{partition_dir_name(tip)}/{segment_file_name(m, RemoteLogSegmentFileType.SEGMENT)}",
+    } for m in mds]
+
+
+def _write_remote(part: dict[str, Any], out: Output) -> None:
+    if part.get("remote_error"):
+        out.text(f"  unreadable remote log metadata: {part['remote_error']}")
+    remote = part.get("remote_segments")
+    if not remote:
+        return
+    out.text(f"  remote segments {len(remote)}  size {sum(r['size'] for r in remote)} bytes")
+    for r in remote:
+        out.text(f"    {r['start_offset']}-{r['end_offset']}  {r['state']}  {r['size']} bytes  max timestamp "
+                 f"{r['max_timestamp']}  epochs " + " ".join(f"{e}@{o}" for e, o in r["leader_epochs"])
+                 + f"  txn index {'empty' if r['txn_idx_empty'] else 'present'}  {r['object']}")
+
+
 def _write_text(result: dict[str, Any], out: Output) -> None:
     """The document as text: per partition a heading, offsets, checkpoints and a table of its
     segments; the totals last."""
@@ -168,6 +206,7 @@ def _write_text(result: dict[str, Any], out: Output) -> None:
             out.text("  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths)))
             for r in rows:
                 out.text("  " + "  ".join(v.rjust(w) for v, w in zip(r, widths)))
+        _write_remote(part, out)
         out.text("")
     t = result["totals"]
     out.text(f"TOTAL  partitions {t['partitions']}  segments {t['segments']}  size "
@@ -182,6 +221,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         raise FileNotFoundError(f"No such file or directory: {args.dir}")
     dirs = partition_dirs(root)
     checkpoints_by_parent: dict[Path, Checkpoints] = {}
+    rlmms: dict[Path, TopicBasedRemoteLogMetadataManager | None] = {}
     partitions = []
     for i, d in enumerate(dirs, 1):
         out.progress(i, len(dirs), d.name)
@@ -189,7 +229,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
         if parent not in checkpoints_by_parent:
             checkpoints_by_parent[parent] = {name: _read_offset_checkpoint(parent / name)
                                              for name in OFFSET_CHECKPOINTS}
-        partitions.append(_describe_partition(d, checkpoints_by_parent[parent]))
+        info = _describe_partition(d, checkpoints_by_parent[parent])
+        if parent not in rlmms:
+            rlmms[parent] = TopicBasedRemoteLogMetadataManager({"log.dir": str(parent)}, read_only=True) \
+                if any(parent.glob(f"{REMOTE_LOG_METADATA_TOPIC_NAME}-*")) else None
+        rlmm = rlmms[parent]
+        if rlmm is not None:
+            _remote_segments(d, info, rlmm)
+        partitions.append(info)
+    for rlmm in rlmms.values():
+        if rlmm is not None:
+            rlmm.close()
     totals = {
         "partitions": len(partitions),
         "segments": sum(len(p["segments"]) for p in partitions),

@@ -9,6 +9,7 @@ in the right copy, and the RemoteIndexCache over those objects points reads at t
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 from pathlib import Path
 
@@ -19,12 +20,13 @@ from storage_core.format import decode_batches
 from storage_core.log import Log
 from storage_core.remote import (REMOTE_LOG_METADATA_TOPIC_NAME, PyArrowRemoteStorageManager, RemoteIndexCache,
                                  RemoteLogSegmentFileType, RemoteLogSegmentState, TopicBasedRemoteLogMetadataManager,
-                                 TopicIdPartition, deserialize)
+                                 TopicIdPartition, UnifiedLog, deserialize)
 
 
 def _load(name: str, path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module              # (dataclasses look their module up there)
     spec.loader.exec_module(module)
     return module
 
@@ -32,6 +34,7 @@ def _load(name: str, path: Path):
 HERE = Path(__file__).resolve().parent
 interop = _load("kafkalog_interop_broker", HERE.parent / "interop" / "conftest.py")
 dump = _load("kafkalog_rlmm_interop", HERE / "test_remote_log_metadata_interop.py")
+real_broker = _load("kafkalog_real_broker_consume", HERE.parent / "interop" / "test_real_broker.py")
 
 TOPIC = "tieredTopic"
 PARTITIONS = 2
@@ -68,7 +71,8 @@ remote.log.manager.task.interval.ms=500
 @pytest.fixture(scope="module")
 def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
     """The broker's log dir and LocalTieredStorage folder once it copied segments of both
-    partitions, stopped cleanly."""
+    partitions and deleted the first ones locally, stopped cleanly; ``consumed``: what a real
+    consumer read from it before it stopped."""
     jar = next(Path(local_tiered_storage_classpath.split(":")[0].rstrip("*")).glob("kafka-storage-*test*.jar"))
     broker = TieredBroker(tmp_path_factory.mktemp("tiered-broker"), jar)
     try:
@@ -88,15 +92,23 @@ def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
                 finished = [sum(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
                                 for s in m.list_remote_log_segments(tip))
                             for tip in tips(broker.log_dir)] if _has_topic(broker.log_dir) else []
-            if len(finished) == PARTITIONS and min(finished) >= 2:
+            if len(finished) == PARTITIONS and min(finished) >= 2 and _local_retention_deleted(broker.log_dir):
                 break
             if time.monotonic() > deadline:
                 raise AssertionError(f"the broker tiered {finished} segments within {WAIT:.0f} s\n{broker.log_tail()}")
             time.sleep(0.5)
+        # what a real consumer gets (the broker serves the tiered offsets from LocalTieredStorage)
+        broker.consumed = real_broker.consume(broker, TOPIC, PARTITIONS, "read_uncommitted", timeout=120)
         broker.stop()
         yield broker
     finally:
         broker.remove()
+
+
+def _local_retention_deleted(log_dir: Path) -> bool:
+    """Local retention (local.retention.ms, checked every 500 ms) deleted each partition's first
+    segment once it was copied: its offsets are only in remote storage."""
+    return all(int(min(p.stem for p in (log_dir / f"{TOPIC}-{n}").glob("*.log"))) > 0 for n in range(PARTITIONS))
 
 
 def _has_topic(log_dir: Path) -> bool:
@@ -161,3 +173,41 @@ def test_brokers_metadata_topic_folds_to_what_kafka_decodes_and_what_its_rsm_hol
             assert offsets[0] <= target <= offsets[-1]
         cache.close()
 
+
+
+def test_brokers_tiered_topic_reads_across_both_tiers_as_a_real_consumer_does(tiered_broker, tmp_path):
+    """Build 6: every partition read through UnifiedLog from the broker's directories alone (its
+    log dir read-only, metadata from its ``__remote_log_metadata``, segments from
+    LocalTieredStorage's folder) returns what a real consumer got from the running broker,
+    including the offsets that were only in remote storage. ProducerPerformance is not
+    transactional: read_uncommitted (read_committed returns the same records here)."""
+    log_dir = tiered_broker.log_dir
+    consumed = tiered_broker.consumed
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(log_dir)}, read_only=True)
+    rsm = PyArrowRemoteStorageManager({"dir": str(tiered_broker.remote_dir)})
+    cache = RemoteIndexCache(rsm, tmp_path)                 # outside the broker's directories
+    for tip in tips(log_dir):
+        expected = [r for r in consumed if r.partition == tip.partition]
+        with Log.open(log_dir / f"{TOPIC}-{tip.partition}", read_only=True) as log, \
+                UnifiedLog(log, tip, rlmm, rsm, cache) as ulog:
+            assert ulog.log_start_offset == 0 < ulog.local_log_start_offset       # local retention deleted some
+            assert ulog.highest_offset_in_remote_storage >= ulog.local_log_start_offset - 1
+            for isolation in ("read_uncommitted", "read_committed"):
+                rows, offset = [], 0
+                while offset < log.log_end_offset:
+                    r = ulog.fetch(offset, max_bytes=256 << 10, isolation=isolation)
+                    assert r.next_offset > offset, f"stuck at {offset}"
+                    rows.extend(zip(*(r.table.column(c).to_pylist() for c in ("offset", "key", "value", "timestamp"))))
+                    offset = r.next_offset
+                assert len(rows) == len(expected) == log.log_end_offset, (tip, isolation)
+                assert [(o, k, v) for o, k, v, _ in rows] == [(e.offset, e.key, e.value) for e in expected]
+                assert [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for *_, t in rows] == \
+                    [e.timestamp for e in expected]
+            # ListOffsets across the tiers
+            assert ulog.fetch_offset_by_timestamp(-2).offset == 0
+            assert ulog.fetch_offset_by_timestamp(-4).offset == ulog.local_log_start_offset
+            assert ulog.fetch_offset_by_timestamp(-5).offset == ulog.highest_offset_in_remote_storage
+            first_ts = expected[0].timestamp
+            assert ulog.offsets_for_times(first_ts) == 0
+    cache.close()
+    rlmm.close()

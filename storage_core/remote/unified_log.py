@@ -1,0 +1,461 @@
+"""One partition's log across both tiers, as Kafka's ``UnifiedLog`` serves it with tiered storage:
+offsets at or above the local log start offset (``localLogStartOffset``) are the local ``Log``'s;
+offsets in ``[logStartOffset, localLogStartOffset)`` are read from the remote tier
+(``RemoteLogManager.read``, ``RemoteLogReader``): the segment holding the offset from the
+``RemoteLogMetadataManager`` (by leader epoch and offset, else from the listing), the start
+position from the ``RemoteIndexCache``, the bytes by ranged reads of the ``RemoteStorageManager``.
+
+Why a wrapper in ``remote`` rather than a hook in ``Log``: ``log`` may not import ``remote``
+(the layering), and ``Log`` stays the local log it is (Kafka's ``LocalLog`` plus what
+``UnifiedLog`` does locally); what spans both tiers lives here, beside the RLMM, RSM and index
+cache it needs. A caller (the CLI, the Spark source) that reads a tiered partition opens this.
+
+Remote reads return whole batches of one remote segment (as Kafka's remote fetch does), decoded
+by the same code as local reads (``decode_run``) and filtered the same way (control records,
+``read_committed``'s aborted transactions from the remote ``.txnindex`` files through the index
+cache, skipping segments whose metadata says ``txnIdxEmpty``, then the local ones; the last
+stable offset bounds ``read_committed``). A random read costs one ranged read (two when its
+first batch is larger than ``max_bytes``); a sequential sweep keeps the bytes past the last
+whole batch and issues the next ranged reads ahead, in parallel on a small thread pool, at most
+``read_ahead`` chunks per sweep (bounded memory).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CorruptRecordError, OffsetOutOfRangeError
+from ..format import decode_run, empty_table
+from ..format.batch_header import LOG_OVERHEAD, BatchField
+from ..format.log_input_stream import default_max_decompressed
+from ..index import AbortedTxn
+from ..log import (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, FetchResult, Log, TimestampAndOffset, aborted_mask,
+                   is_read_committed, rows_in_range)
+from .metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from .remote_index_cache import RemoteIndexCache
+from .remote_log_metadata_manager import RemoteLogMetadataManager
+from .storage_manager import RemoteStorageManager, describe_segment
+
+logger = logging.getLogger(__name__)
+
+MIN_CHUNK = 256 << 10
+MAX_CHUNK = 8 << 20
+DEFAULT_READ_AHEAD = 8
+
+
+@dataclass
+class _Sweep:
+    """The bytes of one remote segment already read past the last batch returned, and the
+    ranged reads issued ahead of them (contiguous, in order)."""
+
+    segment: RemoteLogSegmentMetadata
+    start: int                                  # position of ``buffer[0]`` in the segment
+    buffer: bytes | memoryview
+    chunk: int
+    ahead: deque[Future[bytes]] = field(default_factory=deque)
+    issued_to: int = 0                          # end position of the last read issued
+    next_offset: int = -1                       # the offset whose batch starts at ``start``
+    following: "_Sweep | None" = None           # the next remote segment, read ahead near the end
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.buffer)
+
+
+def _cancel(sweep: _Sweep) -> None:
+    """Cancel the reads issued ahead that have not started (those running finish unused)."""
+    for f in sweep.ahead:
+        f.cancel()
+    if sweep.following is not None:
+        _cancel(sweep.following)
+
+
+def _field(data: bytes | memoryview, pos: int, field: BatchField) -> int:
+    """One header field of the batch at ``pos`` (a scalar read: this walk looks at a few
+    headers per fetch)."""
+    return int(struct.unpack_from(">" + field.code, data, pos + field.offset)[0])
+
+
+def _last_offset(data: bytes | memoryview, pos: int) -> int:
+    base = _field(data, pos, BatchField.BASE_OFFSET)
+    if _field(data, pos, BatchField.MAGIC) >= 2:
+        return base + _field(data, pos, BatchField.LAST_OFFSET_DELTA)
+    return base                             # a legacy entry's offset is its last
+
+
+def _skip_batches_below(data: bytes | memoryview, offset: int) -> int:
+    """The position in ``data`` of the first batch whose last offset reaches ``offset`` (a walk
+    over the few batch headers between an index entry and the target; a truncated header
+    ends it)."""
+    pos, n = 0, len(data)
+    while pos + BatchField.LAST_OFFSET_DELTA.offset + BatchField.LAST_OFFSET_DELTA.size <= n:
+        size = LOG_OVERHEAD + _field(data, pos, BatchField.LENGTH)
+        if _last_offset(data, pos) >= offset or pos + size > n:
+            break
+        pos += size
+    return pos
+
+
+class UnifiedLog:
+    """``Log`` ``log`` plus its remote tier: ``rlmm`` and ``rsm`` for partition ``tip``, ``cache``
+    the ``RemoteIndexCache``. ``read``/``fetch``/``offsets_for_times``/``fetch_offset_by_timestamp``
+    span both tiers; closing closes the thread pool (the log, RLMM, RSM and cache are the
+    caller's)."""
+
+    def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
+                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4) -> None:
+        self.log, self.tip, self.rlmm, self.rsm, self.cache = log, tip, rlmm, rsm, cache
+        self.read_ahead = read_ahead
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
+        self._sweep: _Sweep | None = None
+        self._lock = threading.Lock()            # one sweep: remote fetches take turns
+        self._next_offset = -1                   # where the last remote fetch said to go on
+
+    # ------------------------------------------------------------------------------ offsets
+
+    def remote_segments(self) -> list[RemoteLogSegmentMetadata]:
+        """The readable (``COPY_SEGMENT_FINISHED``) remote segments, by start offset."""
+        return sorted((m for m in self.rlmm.list_remote_log_segments(self.tip)
+                       if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED), key=lambda m: m.start_offset)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """The earliest offset in either tier (``UnifiedLog.logStartOffset``)."""
+        remote = self.remote_segments()
+        local = self.log.log_start_offset
+        return min(remote[0].start_offset, local) if remote else local
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The last offset copied to remote storage, -1 if none (``highestOffsetInRemoteStorage``)."""
+        return max((m.end_offset for m in self.remote_segments()), default=-1)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def remote_segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
+        """The finished remote segment holding ``offset``: by the leader epoch of the offset
+        (``RemoteLogManager.read``: ``epochForOffset`` then ``remoteLogSegmentMetadata``), else,
+        where the local epoch cache no longer reaches that far, the listing's latest copy."""
+        epoch = self.log.leader_epoch_cache.epoch_for_offset(offset)
+        if epoch is not None:
+            found = self.rlmm.remote_log_segment_metadata(self.tip, epoch, offset)
+            if found is not None:
+                return found
+        holding = [m for m in self.remote_segments() if m.start_offset <= offset <= m.end_offset]
+        return max(holding, key=lambda m: (m.segment_leader_epochs[-1][0], m.event_timestamp_ms), default=None)
+
+    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(
+            f"Offset {offset} is out of range for {self.log.dir.name}: the log holds [{self.log_start_offset}, "
+            f"{self.log.log_end_offset}), offsets below {self.local_log_start_offset} in remote storage "
+            f"({len(self.remote_segments())} segments, highest offset {self.highest_offset_in_remote_storage})")
+
+    # ------------------------------------------------------------------------------ reads
+
+    def read(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
+             isolation: str = "read_uncommitted") -> pa.Table:
+        return self.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation).table
+
+    def fetch(self, offset: int, *, max_bytes: int = 1 << 20, max_offset: int | None = None,
+              isolation: str = "read_uncommitted") -> FetchResult:
+        """``Log.fetch`` over both tiers: below the local log start, whole batches of the remote
+        segment holding ``offset``; ``next_offset`` continues into the next segment or the local
+        log."""
+        committed = is_read_committed(isolation)
+        if offset >= self.log.log_start_offset:
+            return self.log.fetch(offset, max_bytes=max_bytes, max_offset=max_offset, isolation=isolation)
+        if offset < 0:
+            raise self._out_of_range(offset)
+        md = self.remote_segment_for(offset)
+        if md is None:
+            raise self._out_of_range(offset)
+        upper = self.log.last_stable_offset if committed else self.log.high_watermark
+        if max_offset is not None:
+            upper = min(upper, max_offset)
+        if offset >= upper:
+            return FetchResult(empty_table(), offset)
+        with self._lock:
+            return self._fetch_remote(md, offset, upper, max_bytes, committed)
+
+    def _fetch_remote(self, md: RemoteLogSegmentMetadata, offset: int, upper: int, max_bytes: int,
+                      committed: bool) -> FetchResult:
+        max_bytes = max(1, max_bytes)
+        sweep = self._sweep
+        sequential = sweep is not None and sweep.next_offset == offset \
+            and sweep.segment.remote_log_segment_id == md.remote_log_segment_id
+        if not sequential and offset == md.start_offset and self._next_offset == offset:
+            # the sweep went on from the previous segment into this one: its reads ahead may
+            # have begun there already
+            following = sweep.following if sweep is not None else None
+            if sweep is not None:
+                sweep.following = None
+            self._drop_sweep()
+            if following is None or following.segment.remote_log_segment_id != md.remote_log_segment_id:
+                if following is not None:
+                    _cancel(following)
+                following = _Sweep(md, 0, b"", self._chunk(max_bytes), next_offset=offset)
+            self._sweep = sweep = following
+            sequential = True
+        if sequential:
+            assert sweep is not None
+            position, slack = sweep.start, 0    # where the last fetch of this sweep stopped
+        else:
+            # the index entry may lie up to index.interval.bytes and a batch before the target
+            position, slack = self.cache.lookup_offset(md, offset), self.log.config.index_interval_bytes
+        data, start = self._bytes(md, position, max_bytes + slack, sequential)
+        size, header = md.segment_size_in_bytes, BatchField.LAST_OFFSET_DELTA.offset + BatchField.LAST_OFFSET_DELTA.size
+        while True:
+            skip = _skip_batches_below(data, offset)
+            data, start = memoryview(data)[skip:], start + skip
+            if start + len(data) >= size or len(data) >= header and _last_offset(data, 0) >= offset:
+                break
+            # the target batch lies past the bytes read (batches larger than the slack): read on
+            self._drop_sweep()
+            more = min(size, start + len(data) + max(max_bytes, MIN_CHUNK))
+            data = bytes(data) + self._range(md, start + len(data), more)
+        data, decode_end = self._whole_first_batch(md, data, start, max_bytes)
+        if not data:
+            # endOffset may lie past the segment's last batch: the next read starts after it
+            self._next_offset = min(upper, md.end_offset + 1)
+            return FetchResult(empty_table(), self._next_offset)
+        source = describe_segment(md)
+        try:
+            run = decode_run(data, end=decode_end, check_order=True,
+                             max_decoded=max_bytes, source=source,
+                             max_decompressed=default_max_decompressed(self.log.config.max_message_bytes))
+        except CorruptRecordError as e:
+            raise e.located(source=source, base_position=start) from e.__cause__
+        self._consumed(md, start + run.next_position, run.next_offset)
+        if run.next_offset < 0:
+            self._next_offset = min(upper, md.end_offset + 1)
+            return FetchResult(empty_table(), self._next_offset)
+        next_offset = run.next_offset
+        if start + run.next_position >= md.segment_size_in_bytes:
+            next_offset = max(next_offset, md.end_offset + 1)
+        next_offset = max(offset, min(upper, next_offset))
+        self._next_offset = next_offset
+        table, _, _, keep = rows_in_range(run.table, offset, upper)
+        if committed and table.num_rows:
+            fetched_end = min(upper, int(table.column("offset")[-1].as_py()) + 1)
+            aborted = self.collect_aborted_txns(md, offset, fetched_end)
+            if aborted:
+                mask = pa.array(~aborted_mask(table, aborted))
+                keep = mask if keep is None else pc.and_(keep, mask)
+        return FetchResult(table if keep is None else table.filter(keep), next_offset)
+
+    def collect_aborted_txns(self, md: RemoteLogSegmentMetadata, fetch_offset: int,
+                             upper_bound: int) -> list[AbortedTxn]:
+        """``RemoteLogManager.collectAbortedTransactions``: the remote transaction indexes from
+        ``md`` on (segments whose metadata says ``txnIdxEmpty`` are not fetched), then the local
+        log's, until an index says the search is complete (an ABORT marker may lie in any later
+        segment, remote or local)."""
+        found: list[AbortedTxn] = []
+        for m in self.remote_segments():
+            if m.end_offset < md.start_offset or m.txn_idx_empty:
+                continue
+            txns, complete = self.cache.get_index_entry(m).txn_index.collect_aborted_txns(fetch_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                return found
+        for seg in self.log.segments:
+            txns, complete = seg.txn_index.collect_aborted_txns(fetch_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    # ------------------------------------------------------------------------------ ranged reads
+
+    def _range(self, md: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the segment's ``.log``: one ranged read."""
+        with self.rsm.fetch_log_segment(md, start, end - 1) as stream:
+            return bytes(stream.readall())      # one ranged read, no copy through a buffer
+
+    def _bytes(self, md: RemoteLogSegmentMetadata, position: int, max_bytes: int,
+               sequential: bool) -> tuple[bytes | memoryview, int]:
+        """At least ``max_bytes`` (or to the segment's end) from ``position``, and ``position``:
+        from the sweep's bytes when the read lands in them (``sequential``: it continues the
+        sweep, whose next ranged reads are then issued ahead), else one ranged read."""
+        size = md.segment_size_in_bytes
+        if position >= size:
+            return b"", position
+        sweep = self._sweep
+        want = min(size, position + max_bytes)
+        if sweep is not None and sweep.segment.remote_log_segment_id == md.remote_log_segment_id \
+                and sweep.start <= position <= sweep.end:
+            # a sequential sweep: use what is read already, then the reads issued ahead
+            if sequential:
+                self._issue_ahead(sweep)
+            parts: list[bytes | memoryview] = [memoryview(sweep.buffer)[position - sweep.start:]]
+            have = sweep.end
+            while have < want and sweep.ahead:
+                chunk = sweep.ahead.popleft().result()
+                parts.append(chunk)
+                have += len(chunk)
+            if have < want:
+                parts.append(self._range(md, have, want))
+                have = want
+            sweep.start, sweep.buffer = position, parts[0] if len(parts) == 1 else b"".join(parts)
+            sweep.issued_to = max(sweep.issued_to, have)
+            if sequential:
+                self._issue_ahead(sweep)
+            return sweep.buffer, position
+        self._drop_sweep()
+        data = self._range(md, position, want)
+        self._sweep = _Sweep(md, position, data, self._chunk(max_bytes), issued_to=want)
+        return data, position
+
+    @staticmethod
+    def _chunk(max_bytes: int) -> int:
+        return min(MAX_CHUNK, max(MIN_CHUNK, max_bytes))
+
+    def _issue_ahead(self, sweep: _Sweep) -> None:
+        """Keep ``read_ahead`` ranged reads in flight: the segment's next chunks, then, near its
+        end, the first chunks of the remote segment that follows it (below the local log)."""
+        size = sweep.segment.segment_size_in_bytes
+        while len(sweep.ahead) < self.read_ahead and sweep.issued_to < size:
+            end = min(size, sweep.issued_to + sweep.chunk)
+            sweep.ahead.append(self._pool.submit(self._range, sweep.segment, sweep.issued_to, end))
+            sweep.issued_to = end
+        room = self.read_ahead - len(sweep.ahead)
+        if room <= 0 or sweep.issued_to < size:
+            return
+        if sweep.following is None:
+            after = sweep.segment.end_offset + 1
+            md = self.remote_segment_for(after) if after < self.log.log_start_offset else None
+            if md is None or md.start_offset != after:
+                return
+            sweep.following = _Sweep(md, 0, b"", sweep.chunk, next_offset=after)
+        following = sweep.following
+        size = following.segment.segment_size_in_bytes
+        while len(following.ahead) < room and following.issued_to < size:
+            end = min(size, following.issued_to + following.chunk)
+            following.ahead.append(self._pool.submit(self._range, following.segment, following.issued_to, end))
+            following.issued_to = end
+
+    def _whole_first_batch(self, md: RemoteLogSegmentMetadata, data: bytes | memoryview, start: int,
+                           max_bytes: int) -> tuple[bytes | memoryview, int]:
+        """``data`` with its first batch whole (a fetch returns at least one batch: one larger
+        than ``max_bytes`` is completed by a second ranged read), and where decoding stops."""
+        if len(data) < LOG_OVERHEAD:
+            return data, max_bytes
+        first = LOG_OVERHEAD + _field(data, 0, BatchField.LENGTH)
+        if first > len(data) and start + len(data) < md.segment_size_in_bytes:
+            data = bytes(data) + self._range(md, start + len(data), min(md.segment_size_in_bytes, start + first))
+            self._drop_sweep()
+            self._sweep = _Sweep(md, start, data, self._chunk(max_bytes),
+                                 issued_to=start + len(data))
+        return data, max(max_bytes, first)
+
+    def _consumed(self, md: RemoteLogSegmentMetadata, position: int, next_offset: int) -> None:
+        """Keep the sweep's bytes from ``position`` (after the last batch returned), where a
+        fetch of ``next_offset`` continues without an index lookup."""
+        sweep = self._sweep
+        if sweep is not None and sweep.segment.remote_log_segment_id == md.remote_log_segment_id \
+                and sweep.start <= position <= sweep.end:
+            sweep.buffer = memoryview(sweep.buffer)[position - sweep.start:]
+            sweep.start = position
+            sweep.next_offset = next_offset
+
+    def _drop_sweep(self) -> None:
+        sweep, self._sweep = self._sweep, None
+        if sweep is not None:
+            _cancel(sweep)
+
+    # ------------------------------------------------------------------------------ timestamps
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """``UnifiedLog.fetchOffsetByTimestamp`` over both tiers: -2 the log start offset over
+        both tiers, -5 the highest offset in remote storage (-1, epoch -1 if none), -1, -3 (the
+        local segments' max timestamp, as Kafka answers it) and -4 (the local log start) from the
+        local log; a timestamp: the first remote segment (from the log start, by offset) whose
+        ``maxTimestampMs`` reaches it, through its time index, else the local log."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            remote = self.remote_segments()
+            if remote and remote[0].start_offset < self.log.log_start_offset:
+                md = remote[0]
+                return TimestampAndOffset(-1, md.start_offset, md.segment_leader_epochs[0][0])
+            return self.log.fetch_offset_by_timestamp(timestamp)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            remote = self.remote_segments()
+            if not remote:
+                return TimestampAndOffset(-1, -1, -1)
+            md = max(remote, key=lambda m: m.end_offset)
+            return TimestampAndOffset(-1, md.end_offset, md.segment_leader_epochs[-1][0])
+        if timestamp < 0:
+            return self.log.fetch_offset_by_timestamp(timestamp)
+        local_start = self.log.log_start_offset
+        for md in self.remote_segments():
+            if md.start_offset >= local_start or md.max_timestamp_ms < timestamp:
+                continue
+            found = self._search_remote(md, timestamp)
+            if found is not None:
+                return found
+        return self.log.fetch_offset_by_timestamp(timestamp)
+
+    def offsets_for_times(self, timestamp: int) -> int | None:
+        """The first offset (either tier) whose record timestamp is at or after ``timestamp``."""
+        found = self.fetch_offset_by_timestamp(timestamp)
+        return None if found is None else found.offset
+
+    def _search_remote(self, md: RemoteLogSegmentMetadata, timestamp: int) -> TimestampAndOffset | None:
+        """``RemoteLogOffsetReader``: from the time index's position, the first record at or
+        after ``timestamp`` in the segment."""
+        position = self.cache.lookup_timestamp(md, timestamp, md.start_offset)
+        size = md.segment_size_in_bytes
+        step = MIN_CHUNK
+        pending = b""
+        while position < size:
+            end = min(size, position + step)
+            data = pending + self._range(md, position, end)
+            run = decode_run(data, source=describe_segment(md))
+            table = run.table
+            if table.num_rows:
+                stamps = table.column("timestamp").cast(pa.int64()).to_numpy()
+                hit = np.flatnonzero((stamps >= timestamp) & ~table.column("isControl").to_numpy(
+                    zero_copy_only=False))
+                if hit.size:
+                    i = int(hit[0])
+                    offset = int(table.column("offset")[i].as_py())
+                    epochs = [e for e, first in md.segment_leader_epochs if first <= offset]
+                    return TimestampAndOffset(int(stamps[i]), offset, epochs[-1] if epochs else None)
+            pending = data[run.next_position:]
+            position = end
+            if run.batches == 0:
+                step = min(MAX_CHUNK, step * 2)
+        return None
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self._drop_sweep()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "UnifiedLog":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"UnifiedLog({self.log.dir}, {self.tip}, {self.rsm!r})"
+
+
+__all__ = ["UnifiedLog"]

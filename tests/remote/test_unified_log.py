@@ -1,0 +1,326 @@
+"""Reads across tiers (``UnifiedLog``), on SeaweedFS (a real S3 server) and on a local folder: a log
+whose older segments were copied to remote storage (RSM + RLMM, COPY_SEGMENT_STARTED then
+FINISHED) and deleted locally, as local retention deletes them, reads back whole and in order
+across the boundary, for both isolation levels (committed and aborted transactions in tiered
+segments, one aborted by a marker in the first local segment), through ``offsets_for_times``,
+and ListOffsets' special timestamps answer as Kafka's do; once a segment's indexes are cached a
+random offset costs at most two object requests (counted by a counting adapter around the real
+RSM: instrumentation, not a mock); offsets in neither tier are out of range; the store going
+away fails a read naming the segment and the store, and local data is untouched."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from storage_core.checkpoint import EpochEntry, format_leader_epoch_checkpoint, topic_id_from_str
+from storage_core.config import LogConfig
+from storage_core.errors import OffsetOutOfRangeError, RemoteStorageError
+from storage_core.format import RecordInput as Record, build_batch
+from storage_core.log import Log, segment_paths
+from storage_core.producer import snapshot_path
+from storage_core.remote import (LogSegmentData, PyArrowRemoteStorageManager, RemoteIndexCache, RemoteLogSegmentId,
+                                 RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
+                                 TopicBasedRemoteLogMetadataManager, TopicIdPartition, UnifiedLog)
+
+_spec = importlib.util.spec_from_file_location("kafkalog_ic_test",
+                                               Path(__file__).with_name("test_remote_index_cache.py"))
+_ic = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ic)
+CountingRemoteStorageManager = _ic.CountingRemoteStorageManager
+
+TOPIC_ID = topic_id_from_str("jF8s79t9SrG_PNqlwv7bAA")
+TIP = TopicIdPartition(TOPIC_ID, ("tieredTopic", 0))
+TS0 = 1700000000000
+SEGMENTS = 6
+TIERED = 4                      # the first four segments go remote and are deleted locally
+
+
+def _build(log_dir: Path) -> list[tuple[int, int]]:
+    """Six rolled segments plus an active one: an idempotent producer's batches, and producer 77's
+    transactions, committed and aborted, one of them begun in the last segment to be tiered and
+    aborted in the first local one."""
+    snapshots = log_dir.parent / "snapshots"
+    snapshots.mkdir()
+    log = Log.open(log_dir, LogConfig(index_interval_bytes=512), topic_id=TOPIC_ID)
+    rnd = random.Random(19)
+    bounds = []
+    ts, seq, txn_seq = TS0, 0, 0
+    try:
+        for s in range(SEGMENTS + 1):
+            base = log.log_end_offset
+            for i in range(120):
+                records = [Record(value=os.urandom(rnd.randint(20, 300)), timestamp=ts + k) for k in range(3)]
+                ts += 3
+                log.append_raw(build_batch(records, producer_id=5, producer_epoch=0, base_sequence=seq))
+                seq += 3
+                if i % 30 == 10 and not (s == TIERED - 1 and i > 90):
+                    log.append_raw(build_batch([Record(value=f"t{s}-{i}".encode(), timestamp=ts)] * 2,
+                                               producer_id=77, producer_epoch=0, base_sequence=txn_seq,
+                                               transactional=True))
+                    txn_seq += 2
+                    log.append_end_txn_marker(77, 0, "ABORT" if i % 60 == 10 else "COMMIT", 0, timestamp=ts)
+            if s == TIERED - 1:
+                # begun here, aborted in the next (local) segment
+                log.append_raw(build_batch([Record(value=b"spans", timestamp=ts)], producer_id=78, producer_epoch=0,
+                                           base_sequence=0, transactional=True))
+            if s == TIERED:
+                log.append_end_txn_marker(78, 0, "ABORT", 0, timestamp=ts)
+            if s == SEGMENTS:
+                break
+            next_base = log.roll().base_offset
+            bounds.append((base, next_base))
+            shutil.copy(snapshot_path(log_dir, next_base), snapshots / f"{next_base}.snapshot")
+        log.flush()
+    finally:
+        log.close()
+    return bounds
+
+
+def _sweep(reader, start: int, isolation: str, max_bytes: int) -> pa.Table:
+    tables, offset = [], start
+    end = reader.log_end_offset
+    while offset < end:
+        r = reader.fetch(offset, max_bytes=max_bytes, isolation=isolation)
+        assert r.next_offset > offset or r.table.num_rows, f"stuck at {offset}"
+        if r.next_offset <= offset:
+            break
+        tables.append(r.table)
+        offset = r.next_offset
+    return pa.concat_tables(tables)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """The log before tiering, and what it reads (both isolation levels) and answers by timestamp."""
+    log_dir = tmp_path_factory.mktemp("unified") / "tieredTopic-0"
+    bounds = _build(log_dir)
+    with Log.open(log_dir, read_only=True) as log:
+        expected = {iso: _sweep(log, 0, iso, 1 << 30) for iso in ("read_uncommitted", "read_committed")}
+        lso = log.last_stable_offset
+        times = {ts: log.offsets_for_times(ts) for ts in range(TS0 - 5, TS0 + 3 * 120 * 8, 97)}
+        max_timestamps = [seg.largest_timestamp for seg in log.segments]
+    assert lso == bounds[-1][1] + 120 * 3 + 8 * 3 or lso > bounds[TIERED - 1][1]
+    return log_dir, bounds, expected, times, max_timestamps
+
+
+def _tier(source, tmp_path: Path, configs: dict, register=None):
+    """A copy of the source log whose first TIERED segments are copied to the store (metadata
+    STARTED, objects, FINISHED) and then deleted locally; returns (log, rlmm, rsm, metadata)."""
+    src_dir, bounds, _, _, max_timestamps = source
+    log_dir = tmp_path / "data" / "tieredTopic-0"
+    log_dir.parent.mkdir()
+    shutil.copytree(src_dir, log_dir)
+    rsm = PyArrowRemoteStorageManager(configs)
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "data"),
+                                               "remote.log.metadata.topic.num.partitions": "1"})
+    mds = []
+    for n, (base, next_base) in enumerate(bounds[:TIERED]):
+        paths = segment_paths(log_dir, base)
+        txn = paths[".txnindex"] if paths[".txnindex"].exists() and paths[".txnindex"].stat().st_size else None
+        md = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), base, next_base - 1, max_timestamps[n],
+                                      1, TS0, paths[".log"].stat().st_size, {0: base}, txn_idx_empty=txn is None)
+        if register is None or n in register:
+            rlmm.add_remote_log_segment_metadata(md)
+        rsm.copy_log_segment_data(md, LogSegmentData(paths[".log"], paths[".index"], paths[".timeindex"], txn,
+                                                     src_dir.parent / "snapshots" / f"{next_base}.snapshot",
+                                                     format_leader_epoch_checkpoint([EpochEntry(0, 0)]).encode()))
+        if register is None or n in register:
+            rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+                md.remote_log_segment_id, TS0, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 1))
+            md = md.create_with_updates(RemoteLogSegmentMetadataUpdate(
+                md.remote_log_segment_id, TS0, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 1))
+        mds.append(md)
+    log = Log.open(log_dir)
+    # local retention's part: the copied segments go
+    assert log.delete_records_before(bounds[TIERED - 1][1]) == bounds[TIERED - 1][1]
+    log.delete_expired_files(now_ms=1 << 62)
+    assert log.segments[0].base_offset == bounds[TIERED][0]
+    return log, rlmm, rsm, mds
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path):
+    if request.param == "local":
+        return {"dir": str(tmp_path / "remote")}
+    seaweedfs = request.getfixturevalue("seaweedfs")
+    return seaweedfs.storage_configs(f"ul-{uuid.uuid4().hex[:10]}")
+
+
+@pytest.mark.parametrize("max_bytes", [3000, 1 << 20])
+def test_tiered_log_reads_back_whole_across_the_boundary(source, store, tmp_path, max_bytes):
+    _, bounds, expected, times, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, store)
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+        assert ulog.log_start_offset == 0 and ulog.local_log_start_offset == bounds[TIERED][0]
+        for iso, table in expected.items():
+            got = _sweep(ulog, 0, iso, max_bytes)
+            assert got.num_rows == table.num_rows and got.equals(table), iso
+        # the aborted transactions of tiered segments (and the one aborted locally) are gone
+        committed = expected["read_committed"].column("value").to_pylist()
+        assert b"spans" not in committed and b"spans" in expected["read_uncommitted"].column("value").to_pylist()
+        # a read starting anywhere in the remote tier, mid-segment
+        for iso in expected:
+            middle = (mds[1].start_offset + mds[1].end_offset) // 2
+            full = expected[iso]
+            tail = _sweep(ulog, middle, iso, max_bytes)
+            assert tail.equals(full.filter(pa.compute.greater_equal(full.column("offset"), middle)))
+        for ts, offset in times.items():
+            assert ulog.offsets_for_times(ts) == offset, ts
+    cache.close()
+    rlmm.close()
+
+
+def test_list_offsets_special_timestamps(source, tmp_path):
+    _, bounds, _, _, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")})
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+        local_start = bounds[TIERED][0]
+        assert ulog.fetch_offset_by_timestamp(-1).offset == log.log_end_offset
+        assert ulog.fetch_offset_by_timestamp(-2).offset == 0
+        assert ulog.fetch_offset_by_timestamp(-3) == log.fetch_offset_by_timestamp(-3)
+        assert ulog.fetch_offset_by_timestamp(-3).offset >= local_start
+        assert ulog.fetch_offset_by_timestamp(-4).offset == local_start
+        tiered = ulog.fetch_offset_by_timestamp(-5)
+        assert (tiered.offset, tiered.leader_epoch) == (mds[-1].end_offset, 0) == (local_start - 1, 0)
+        # the local log alone: -2 is its own start, nothing tiered
+        assert log.fetch_offset_by_timestamp(-2).offset == local_start
+        assert log.fetch_offset_by_timestamp(-5) == type(tiered)(-1, -1, -1)
+    # nothing tiered yet: -5 answers offset -1, epoch -1, as Kafka does
+    empty = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "empty"),
+                                                "remote.log.metadata.topic.num.partitions": "1"})
+    with Log.open(source[0], read_only=True) as src, UnifiedLog(src, TIP, empty, rsm, cache) as ulog:
+        none = ulog.fetch_offset_by_timestamp(-5)
+        assert (none.offset, none.leader_epoch) == (-1, -1)
+        assert ulog.fetch_offset_by_timestamp(-2).offset == ulog.fetch_offset_by_timestamp(-4).offset == 0
+    empty.close()
+    cache.close()
+    rlmm.close()
+
+
+def test_random_remote_offset_costs_at_most_two_requests_once_indexes_are_cached(source, seaweedfs, tmp_path):
+    _, _, expected, _, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, seaweedfs.storage_configs(f"ul-{uuid.uuid4().hex[:10]}"))
+    counting = CountingRemoteStorageManager(rsm)
+    cache = RemoteIndexCache(counting, tmp_path / "data")
+    full = expected["read_uncommitted"]
+    offsets = full.column("offset").to_pylist()
+    rnd = random.Random(405)
+    with log, UnifiedLog(log, TIP, rlmm, counting, cache) as ulog:
+        for md in mds:
+            cache.get_index_entry(md)
+        last_next = -1
+        for _ in range(40):
+            md = rnd.choice(mds)
+            # (a read where the one before stopped continues a sweep, which reads ahead)
+            target = rnd.choice([o for o in offsets if md.start_offset <= o <= md.end_offset and o != last_next])
+            before = counting.requests
+            r = ulog.fetch(target, max_bytes=2048)
+            table, last_next = r.table, r.next_offset
+            assert counting.requests - before <= 2
+            assert table.column("offset")[0].as_py() == target
+    cache.close()
+    rlmm.close()
+
+
+def test_offsets_in_neither_tier_are_out_of_range(source, tmp_path):
+    _, bounds, _, _, _ = source
+    # segment 1 copied but never registered: a gap in the remote tier
+    log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")}, register={0, 2, 3})
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+        assert ulog.read(bounds[0][0]).num_rows
+        for offset in (bounds[1][0], (bounds[1][0] + bounds[1][1]) // 2, -1, log.log_end_offset + 1):
+            with pytest.raises(OffsetOutOfRangeError) as info:
+                ulog.read(offset)
+            assert str(offset) in str(info.value) and "tieredTopic-0" in str(info.value)
+        # a sweep reaching the gap stops there with the error, not with skipped records
+        with pytest.raises(OffsetOutOfRangeError):
+            _sweep(ulog, 0, "read_uncommitted", 1 << 20)
+    cache.close()
+    rlmm.close()
+
+
+def test_store_going_away_fails_reads_naming_segment_and_store_local_data_untouched(source, seaweedfs, tmp_path):
+    log, rlmm, rsm, mds = _tier(source, tmp_path, seaweedfs.storage_configs(f"ul-{uuid.uuid4().hex[:10]}"))
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    def local_files() -> dict[str, bytes | None]:
+        # every file, with the bytes of the segments' data (the active segment's preallocated
+        # indexes are trimmed when the log closes)
+        return {p.name: p.read_bytes() if p.suffix == ".log" else None for p in log.dir.iterdir() if p.is_file()}
+
+    local = local_files()
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+        cache.get_index_entry(mds[0])                       # warm: the segment read itself fails
+        local_rows = ulog.read(log.log_start_offset).num_rows
+        seaweedfs.stop()
+        try:
+            for md in (mds[0], mds[2]):                     # warm and cold indexes
+                with pytest.raises(RemoteStorageError) as info:
+                    ulog.read(md.start_offset + 1)
+                message = str(info.value)
+                assert f"offsets {md.start_offset}-{md.end_offset}" in message, message
+                assert "tieredTopic-0" in message and seaweedfs.bucket in message, message
+            assert ulog.read(log.log_start_offset).num_rows == local_rows      # the local tier still reads
+        finally:
+            seaweedfs.start()
+        assert ulog.read(mds[2].start_offset + 1).num_rows
+        assert local_files() == local
+    cache.close()
+    rlmm.close()
+
+
+def test_describe_shows_the_remote_segments_of_a_tiered_partition(source, tmp_path):
+    import json
+    import subprocess
+    import sys
+    log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")})
+    log.close()
+    rlmm.close()
+    data = tmp_path / "data"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-m", "storage_core.tools", "describe", str(data), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    part = next(p for p in doc["partitions"] if p["partition"] == "tieredTopic-0")
+    remote = part["remote_segments"]
+    assert [(r["start_offset"], r["end_offset"], r["size"], r["state"], r["txn_idx_empty"]) for r in remote] == [
+        (m.start_offset, m.end_offset, m.segment_size_in_bytes, "COPY_SEGMENT_FINISHED", m.txn_idx_empty)
+        for m in mds]
+    for r in remote:
+        assert (tmp_path / "remote" / "kafka-tiered-storage" / r["object"]).stat().st_size == r["size"]
+    text = subprocess.run([sys.executable, "-m", "storage_core.tools", "describe", str(data / "tieredTopic-0")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert text.returncode == 0, text.stderr[-3000:]
+    assert f"remote segments {len(mds)}" in text.stdout
+    assert f"{mds[0].start_offset}-{mds[0].end_offset}  COPY_SEGMENT_FINISHED" in text.stdout
+
+
+def test_a_read_whose_target_lies_past_the_first_ranged_read_reads_on_to_it(source, tmp_path):
+    """The first ranged read of a random read covers max_bytes plus index.interval.bytes from the
+    index entry; when the segment was indexed more sparsely than this log's setting says, the
+    target batch lies further: the read goes on to it and still returns it first."""
+    _, _, expected, _, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, {"dir": str(tmp_path / "remote")})
+    log.update_config(LogConfig(index_interval_bytes=1))
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    offsets = expected["read_uncommitted"].column("offset").to_pylist()
+    rnd = random.Random(11)
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+        for _ in range(30):
+            md = rnd.choice(mds)
+            target = rnd.choice([o for o in offsets if md.start_offset <= o <= md.end_offset])
+            table = ulog.read(target, max_bytes=1)
+            assert table.column("offset")[0].as_py() == target
+    cache.close()
+    rlmm.close()
