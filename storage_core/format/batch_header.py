@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 class BatchField(Enum):
     """The fields of ``DefaultRecordBatch``'s header in on-disk order, each with its struct code
-    (big-endian). ``offset`` and ``size`` are computed from the order."""
+    (big-endian). ``offset``, ``size`` and ``dtype`` are computed from the code and the order."""
 
     BASE_OFFSET = "q"
     LENGTH = "i"
@@ -34,41 +34,30 @@ class BatchField(Enum):
     BASE_SEQUENCE = "i"
     RECORDS_COUNT = "i"
 
-    code: str                   # the struct code (set by __new__; not a member)
+    code: str                   # the struct code
+    offset: int                 # byte offset of the field from the start of the batch
+    size: int                   # its width in bytes
+    dtype: np.dtype             # its big-endian numpy dtype as stored
 
     def __new__(cls, code: str) -> "BatchField":
-        # Enum would merge members with equal values: make each value unique by position
+        # Enum would merge members with equal values: make each value unique by position; the
+        # offset, width and dtype are plain attributes (patch_field runs on every append)
         obj = object.__new__(cls)
         obj._value_ = len(cls.__members__)
         obj.code = code
+        obj.offset = sum(m.size for m in cls.__members__.values())
+        obj.size = struct.calcsize(">" + code)
+        obj.dtype = np.dtype(">" + {"q": "i8", "i": "i4", "I": "u4", "h": "i2", "b": "i1"}[code])
         return obj
-
-    @property
-    def offset(self) -> int:
-        """Byte offset of the field from the start of the batch."""
-        return _OFFSETS[self]
-
-    @property
-    def size(self) -> int:
-        return struct.calcsize(">" + self.code)
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The big-endian numpy dtype of the field as stored."""
-        return np.dtype(">" + {"q": "i8", "i": "i4", "I": "u4", "h": "i2", "b": "i1"}[self.code])
 
 
 HEADER_STRUCT = struct.Struct(">" + "".join(f.code for f in BatchField))
-_OFFSETS = {}
-_at = 0
-for _f in BatchField:
-    _OFFSETS[_f] = _at
-    _at += struct.calcsize(">" + _f.code)
 RECORD_BATCH_OVERHEAD = HEADER_STRUCT.size                  # 61: DefaultRecordBatch.RECORD_BATCH_OVERHEAD
 LOG_OVERHEAD = BatchField.PARTITION_LEADER_EPOCH.offset       # 12: offset + length, every magic's prefix
 HEADER_SIZE_UP_TO_MAGIC = BatchField.MAGIC.offset + BatchField.MAGIC.size               # 17
 CRC_START = BatchField.ATTRIBUTES.offset                     # the CRC covers attributes to the end
-assert RECORD_BATCH_OVERHEAD == _at == 61 and LOG_OVERHEAD == 12
+assert RECORD_BATCH_OVERHEAD == BatchField.RECORDS_COUNT.offset + BatchField.RECORDS_COUNT.size == 61
+assert LOG_OVERHEAD == 12
 
 
 class HeaderColumn(IntEnum):
@@ -107,7 +96,9 @@ def patch_field(buf: bytearray | memoryview | np.ndarray, positions: np.ndarray,
         return
     raw = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.view(np.uint8)
     width = field.size
-    vals = np.broadcast_to(np.asarray(values), positions.shape).astype(field.dtype)
+    vals = np.asarray(values)
+    vals = (np.full(len(positions), vals, field.dtype) if vals.ndim == 0
+            else vals.astype(field.dtype, copy=False))
     raw[(positions + field.offset)[:, None] + np.arange(width)] = vals.view(np.uint8).reshape(-1, width)
 
 

@@ -326,11 +326,21 @@ def batch_records(buf: ByteBuffer, info: BatchInfo, *, max_decompressed: int | N
 
 def iter_records(buf: ByteBuffer, start: int = 0, end: int | None = None, *, source: str | None = None,
                  max_decompressed: int | None = None) -> Iterator[tuple[BatchInfo, Record]]:
-    """The deep walk: every record of every complete batch, with the batch it came from."""
+    """The deep walk: every record of every complete batch, with the batch it came from. A v2
+    batch whose records' offset deltas do not increase strictly from 0 is refused, as the
+    columnar read refuses it (``columnar.first_bad_offset_deltas``, ``bounded=False``): its
+    records would be served out of order or twice."""
     for info in LogInputStream(buf, start, end, verify=True, source=source):
         try:
             recs = batch_records(buf, info, max_decompressed=max_decompressed)
         except CorruptRecordError as e:
             raise e.located(source=source) from e.__cause__
+        if info.magic == 2:
+            base = info.v2_header.base_offset
+            # offsets wrap as Java longs (base + delta): the delta is their difference mod 2**64
+            deltas = [(rec.offset - base + 2**63) % 2**64 - 2**63 for rec in recs]
+            if any(d < 0 for d in deltas[:1]) or any(b <= a for a, b in zip(deltas, deltas[1:])):
+                raise CorruptRecordError("Record offset deltas of the batch do not increase",
+                                         position=info.position, source=source, offset=base)
         for rec in recs:
             yield info, rec

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Callable, Sequence, cast
 
 import crc32c as _crc32c
 import numpy as np
@@ -54,8 +54,12 @@ LOG_APPEND_TIME = 1
 INT32_MAX = INT_MAX               # kept: tests and producer state import it from here
 
 
+# crc32c's C function takes any buffer; typed once here rather than cast per call (a hot path)
+_crc32c_buffer = cast("Callable[[ByteBuffer, int], int]", _crc32c.crc32c)
+
+
 def crc32c(data: ByteBuffer, value: int = 0) -> int:
-    return _crc32c.crc32c(as_buffer(data), value)
+    return _crc32c_buffer(data, value)
 
 
 def _int64(n: int) -> int:
