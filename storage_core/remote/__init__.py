@@ -18,7 +18,7 @@ from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX, In
                               LogSegmentData, PyArrowRemoteStorageManager, RemoteInputStream,
                               RemoteLogSegmentFileType, RemoteStorageManager,
                               REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP, ROOT_STORAGE_DIR_NAME,
-                              partition_dir_name, segment_file_name)
+                              open_store, partition_dir_name, segment_file_name, store_configs)
 from .remote_index_cache import (DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES, RemoteIndexCache,
                                  remote_index_file_prefix)
 from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMetadataCache,
@@ -49,5 +49,5 @@ __all__ = [
     "RemoteResourceNotFoundError",
     "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicBasedRemoteLogMetadataManager",
     "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition", "UnifiedLog",
-    "deserialize", "partition_dir_name", "remote_index_file_prefix", "segment_file_name", "serialize",
+    "deserialize", "open_store", "partition_dir_name", "store_configs", "remote_index_file_prefix", "segment_file_name", "serialize",
 ]

@@ -220,6 +220,26 @@ def _redacted(uri: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}"
 
 
+def store_configs(options: Mapping[str, object], uri: str | None = None,
+                  prefix: str = DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX) -> dict[str, object]:
+    """The store's settings from options in one namespace, as Kafka configures its plugin: the keys
+    under ``prefix`` (default ``rsm.config.``), prefix stripped; ``uri``, when given, is the
+    ``storage.uri``. The Spark source and sink take their store settings this way (Spark hands
+    them lower-cased keys, and every key here is lower case)."""
+    configs: dict[str, object] = {k[len(prefix):]: v for k, v in options.items()
+                                  if isinstance(k, str) and k.startswith(prefix)}
+    if uri is not None:
+        configs["storage.uri"] = uri
+    return configs
+
+
+def open_store(configs: Mapping[str, object]) -> tuple[pafs.FileSystem, str, str]:
+    """(file system, root path inside it, the store's name for messages, credentials left out)
+    from the storage manager's settings (``storage.uri`` or ``dir``, ``s3.*``): the one way a
+    store is opened, for the storage manager and for anything else that keeps files in it."""
+    return _open_store(configs)
+
+
 def _open_store(configs: Mapping[str, object]) -> tuple[pafs.FileSystem, str, str]:
     """(file system, root path inside it, the store's name for messages) from the configs."""
     uri = configs.get("storage.uri")
@@ -236,7 +256,7 @@ def _open_store(configs: Mapping[str, object]) -> tuple[pafs.FileSystem, str, st
         return pafs.LocalFileSystem(), path, path
     uri = str(uri)
     parts = urlsplit(uri)
-    if parts.scheme == "s3":
+    if parts.scheme in ("s3", "s3a"):          # s3a: Hadoop's name for the same store (Spark's paths)
         return _open_s3(configs, parts, uri)
     if any(configs.get(k) is not None for k in _S3_KEYS):
         raise InvalidConfigError(f"s3.* settings are given but storage.uri {_redacted(uri)} is not an s3:// URI")

@@ -468,3 +468,20 @@ def test_sigkill_during_copies_never_leaves_a_wrong_object_under_a_final_name(bi
             RemoteLogSegmentId(TIP, uuid.UUID(segment_id)), big_segment.base, big_segment.next_base - 1, 0, 1, 0,
             big_segment.size, {0: 0}))
     assert objects(fs, root) == {}
+
+
+def test_store_configs_take_one_namespace_and_open_the_store(seaweedfs, tmp_path):
+    from storage_core.remote import open_store, store_configs
+
+    options = {f"rsm.config.{k}": v for k, v in seaweedfs.storage_configs().items() if k != "storage.uri"}
+    options["path"] = "ignored: not in the namespace"
+    configs = store_configs(options, uri=f"s3a://{seaweedfs.bucket}/ns-test")
+    assert "path" not in configs and configs["s3.endpoint"] == seaweedfs.endpoint
+    fs, root, name = open_store(configs)
+    assert fs.type_name == "s3" and root == f"{seaweedfs.bucket}/ns-test"
+    assert seaweedfs.secret_key not in name
+    with fs.open_output_stream(f"{root}/probe") as out:
+        out.write(b"x")
+    assert fs.open_input_file(f"{root}/probe").read() == b"x"
+    local_fs, local_root, _ = open_store(store_configs({}, uri=str(tmp_path)))
+    assert local_fs.type_name == "local" and local_root == str(tmp_path)
