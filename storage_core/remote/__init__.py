@@ -49,5 +49,6 @@ __all__ = [
     "RemoteResourceNotFoundError",
     "RemoteStorageError", "RemoteStorageManager", "RetriableRemoteStorageError", "TopicBasedRemoteLogMetadataManager",
     "TopicBasedRemoteLogMetadataManagerConfig", "TopicIdPartition", "UnifiedLog",
-    "deserialize", "open_store", "partition_dir_name", "store_configs", "remote_index_file_prefix", "segment_file_name", "serialize",
+    "deserialize", "open_store", "partition_dir_name", "remote_index_file_prefix", "segment_file_name", "serialize",
+    "store_configs",
 ]
