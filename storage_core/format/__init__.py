@@ -9,6 +9,7 @@ from .columnar import (DEFAULT_MAX_BATCH_BYTES, SCHEMA, DecodedRun, decode_batch
                        empty_table, encode_batches)
 from .compression import CompressionType, compress, decompress
 from .control import ControlRecordType, EndTransactionMarker, control_key_type_id, end_transaction_marker_batch
+from .murmur2 import murmur2, murmur2_bytes
 from .log_input_stream import (BatchInfo, LogInputStream, batch_records, iter_batches,
                                iter_records)
 from .record_batch import (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, BatchHeader, Header,
@@ -20,5 +21,5 @@ __all__ = [
     "ControlRecordType", "EndTransactionMarker", "control_key_type_id", "end_transaction_marker_batch", "BatchInfo",
     "LogInputStream", "batch_records", "iter_batches", "iter_records", "CREATE_TIME",
     "LOG_APPEND_TIME", "NO_TIMESTAMP_TYPE", "BatchHeader", "Header", "Record", "RecordInput",
-    "build_batch", "write_empty_header", "ByteBuffer", "as_buffer",
+    "build_batch", "write_empty_header", "ByteBuffer", "as_buffer", "murmur2", "murmur2_bytes",
 ]

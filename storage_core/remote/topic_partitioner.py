@@ -10,13 +10,13 @@ the id's bytes: the records' keys are null.
 from __future__ import annotations
 
 from ..errors import InvalidConfigError
+from ..format import murmur2_bytes
 from .metadata import TopicIdPartition
 
 REMOTE_LOG_METADATA_TOPIC_NAME = "__remote_log_metadata"   # TopicBasedRemoteLogMetadataManagerConfig
 DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS = 50          # remote.log.metadata.topic.num.partitions
 
 _MASK = 0xFFFFFFFF
-_M = 0x5BD1E995
 
 
 def _java_int(v: int) -> int:
@@ -28,31 +28,6 @@ def _long_hash(v: int) -> int:
     """``Long.hashCode``: ``(int) (v ^ (v >>> 32))``."""
     v &= (1 << 64) - 1
     return _java_int(v ^ (v >> 32))
-
-
-def murmur2(data: bytes) -> int:
-    """``Utils.murmur2`` (seed ``0x9747b28c``) as a Java int. Scalar: it hashes 4 bytes per
-    metadata lookup (the producer's vectorised form lives in the Spark sink)."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    tail, rest = length - length % 4, length % 4
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return _java_int(h)
 
 
 def topic_id_partition_hash(tip: TopicIdPartition) -> int:
@@ -77,4 +52,4 @@ class RemoteLogMetadataTopicPartitioner:
 
     def metadata_partition(self, tip: TopicIdPartition) -> int:
         h = topic_id_partition_hash(tip)
-        return (murmur2((h & _MASK).to_bytes(4, "big")) & 0x7FFFFFFF) % self.num_metadata_topic_partitions
+        return (murmur2_bytes((h & _MASK).to_bytes(4, "big")) & 0x7FFFFFFF) % self.num_metadata_topic_partitions
