@@ -25,10 +25,12 @@ import pyarrow.fs as pafs
 import pytest
 
 from storage_core.config import LogConfig
-from storage_core.errors import OffsetOutOfRangeError
+from storage_core.errors import InvalidConfigError, OffsetOutOfRangeError
 from storage_core.format import RecordInput as Record, build_batch
-from storage_core.remote import (RemoteIndexCache, RemoteLogManagerConfig, RemoteLogSegmentFileType,
-                                 RemoteLogSegmentState, UnifiedLog, segment_file_name)
+from storage_core.log import Log
+from storage_core.remote import (REMOTE_LOG_METADATA_TOPIC_NAME, RemoteIndexCache, RemoteLogManagerConfig,
+                                 RemoteLogSegmentFileType, RemoteLogSegmentState, UnifiedLog, deserialize,
+                                 segment_file_name)
 from storage_core.server import LogManager, LogManagerConfig
 
 T0 = 1_700_000_000_000
@@ -264,3 +266,96 @@ def test_log_manager_tiers_far_beyond_local_retention_and_reads_back_on_seaweedf
             assert ulog.log_start_offset == first
             assert _sweep(ulog, first, "read_uncommitted") == [u for u in uncommitted if u[0] >= first]
         cache.close()
+
+
+def _metadata_events(data: Path) -> list:
+    """Every event in the data dir's ``__remote_log_metadata`` partitions, decoded from Kafka's bytes."""
+    events = []
+    for directory in sorted(data.glob(f"{REMOTE_LOG_METADATA_TOPIC_NAME}-*")):
+        with Log.open(directory, read_only=True) as log:
+            events += [deserialize(v) for v in log.read(0, max_bytes=1 << 30).column("value").to_pylist()]
+    return events
+
+
+def test_disabling_tiering_copy_first_then_delete_on_disable_on_seaweedfs(tmp_path: Path, seaweedfs) -> None:
+    """Kafka's way out of tiered storage, on SeaweedFS: ``remote.log.copy.disable=true`` (the tier
+    turns read-only: nothing more is copied, local retention falls back to ``retention.*``, the
+    remote segments still read); ``remote.storage.enable=false`` alone is refused with Kafka's
+    message (LogConfig.validateTurningOffRemoteStorageWithDelete) and changes nothing; with
+    ``remote.log.delete.on.disable=true`` the partition's remote data is deleted
+    (RemoteLogManager.deleteRemoteLogPartition: every segment DELETE_SEGMENT_STARTED, its objects
+    deleted, DELETE_SEGMENT_FINISHED) and the log is its local segments alone."""
+    prefix = f"off-{uuid.uuid4().hex[:12]}"
+    data = tmp_path / "data"
+    props = {"remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": str(INTERVAL_MS),
+             "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+             **{f"rsm.config.{k}": v for k, v in seaweedfs.storage_configs(prefix).items()}}
+    now = [T0]
+    config = LogManagerConfig(retention_check_interval_ms=INTERVAL_MS, initial_task_delay_ms=INTERVAL_MS)
+    with LogManager.open(data, clock=lambda: now[0], config=config,
+                         remote_log_manager_config=RemoteLogManagerConfig.from_properties(props)) as mgr:
+        mgr.alter_topic_config(TOPIC, {"remote.storage.enable": "true", "segment.bytes": "3000", "retention.ms": "-1",
+                                       "local.retention.ms": str(LOCAL_RETENTION_MS), "file.delete.delay.ms": "0"})
+        log = mgr.get_or_create_log((TOPIC, 0))
+        rlm = mgr.remote_log_manager
+        w = Writer(log)
+
+        def rounds(first: int, n: int) -> None:
+            for r in range(first, first + n):
+                w.round(r)
+                now[0] = T0 + (r + 1) * ROUND_MS
+                mgr.run_due_tasks(now[0])
+
+        rounds(0, 24)
+        tiered = rlm.remote_log_segments(log)
+        local_start = log.segments[0].base_offset
+        assert len(tiered) >= 5 and local_start > 0 and set(_store_objects(seaweedfs, prefix)) == \
+            {_name(m) for m in tiered}
+
+        def uncommitted() -> list[tuple[int, bytes]]:
+            return [(x.offset, x.value) for x in w.written if x.value is not None]
+
+        # read-only tier: copying stops, the remote segments still read, local retention keeps
+        # everything (retention.ms -1, as local.retention.ms -2 now means)
+        mgr.alter_topic_config(TOPIC, {"remote.log.copy.disable": "true", "local.retention.ms": "-2"})
+        rounds(24, 16)
+        assert rlm.remote_log_segments(log) == tiered and set(_store_objects(seaweedfs, prefix)) == \
+            {_name(m) for m in tiered}
+        assert log.segments[0].base_offset == local_start and log.num_segments > 6
+        cache = RemoteIndexCache(rlm.rsm, data)
+        with UnifiedLog(log, rlm.topic_id_partition(log), rlm.rlmm, rlm.rsm, cache) as ulog:
+            assert _sweep(ulog, 0, "read_uncommitted") == uncommitted()
+            tip = ulog.tip
+
+            # turning it off without deleting is refused, naming both ways out; nothing changes
+            with pytest.raises(InvalidConfigError, match="remote.log.delete.on.disable=true"):
+                mgr.alter_topic_config(TOPIC, {"remote.storage.enable": "false"})
+            assert log.config.remote_storage_enable and mgr.topic_config(TOPIC).remote_storage_enable
+            assert rlm.remote_log_segments(log) == tiered
+
+            mgr.alter_topic_config(TOPIC, {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
+            assert not log.config.remote_storage_enable
+            assert list(rlm.rlmm.list_remote_log_segments(tip)) == []
+            assert _store_objects(seaweedfs, prefix) == {}
+            fs = seaweedfs.filesystem()
+            left = fs.get_file_info(pafs.FileSelector(f"{seaweedfs.bucket}/{prefix}", recursive=True,
+                                                      allow_not_found=True))
+            assert [i.path for i in left if i.type == pafs.FileType.File] == [], "objects left in the store"
+            assert log.highest_offset_in_remote_storage == -1
+            # the log is its local segments: offsets below them are gone
+            assert ulog.log_start_offset == local_start and ulog.fetch_offset_by_timestamp(-5).offset == -1
+            with pytest.raises(OffsetOutOfRangeError):
+                ulog.fetch(0)
+            assert _sweep(ulog, local_start, "read_uncommitted") == [u for u in uncommitted() if u[0] >= local_start]
+        cache.close()
+        rounds(40, 4)                                   # the tasks go on and copy nothing
+        assert list(rlm.rlmm.list_remote_log_segments(tip)) == [] and _store_objects(seaweedfs, prefix) == {}
+    # what the metadata topic holds, in Kafka's bytes: each copy added (STARTED), FINISHED, then
+    # DELETE_SEGMENT_STARTED and DELETE_SEGMENT_FINISHED
+    by_segment: dict = {}
+    for e in _metadata_events(data):
+        by_segment.setdefault(e.remote_log_segment_id, []).append(e.state)
+    assert set(by_segment) == {m.remote_log_segment_id for m in tiered}
+    assert all(states == [RemoteLogSegmentState.COPY_SEGMENT_STARTED, RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                          RemoteLogSegmentState.DELETE_SEGMENT_STARTED, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED]
+               for states in by_segment.values()), by_segment
