@@ -194,6 +194,18 @@ class LogConfig:
         return out
 
 
+def validate_turning_off_remote_storage_with_delete(was_remote_log_enabled: bool, new: LogConfig) -> None:
+    """``LogConfig.validateTurningOffRemoteStorageWithDelete``: a topic's ``remote.storage.enable``
+    goes from true to false only with ``remote.log.delete.on.disable=true`` (its remote data is
+    then deleted); Kafka's message names both ways out."""
+    if was_remote_log_enabled and not new.remote_storage_enable and not new.remote_log_delete_on_disable:
+        raise InvalidConfigError(
+            "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+            "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If "
+            "you want to disable remote storage and delete all remote data, please set "
+            "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+
+
 def _convert(key: str, raw: Any, kind: type) -> Any:
     try:
         if kind is bool:

@@ -29,6 +29,12 @@ The log start offset moves past them first (``updateLogStartOffsetFromRemoteTier
 segments below it go too), then each is deleted: ``DELETE_SEGMENT_STARTED``, the store's delete,
 ``DELETE_SEGMENT_FINISHED``.
 
+Disabling (``delete_remote_log_partition``, run by the ``LogManager`` when a topic's
+``remote.storage.enable`` turns false with ``remote.log.delete.on.disable``): every segment of the
+partition ``DELETE_SEGMENT_STARTED``, deleted, ``DELETE_SEGMENT_FINISHED``, as Kafka's
+``deleteRemoteLogPartition`` does (Kafka 4 writes no ``RemotePartitionDeleteMetadata`` there).
+With ``remote.log.copy.disable`` the copier skips the log and expiry goes on.
+
 Kafka's leader-epoch lineage checks (``isRemoteSegmentWithinLeaderEpochs``) guard against copies
 of a former leader; here one process is the only writer, so every finished segment is in the
 lineage, and the local leader-epoch cache (truncated with the local log) is not consulted for
@@ -212,6 +218,32 @@ class RemoteLogManager:
                 self._delete_remote_segment(md, "unfinished copy" if md.state is _STARTED else "unfinished deletion")
                 n += 1
         return n
+
+    def delete_remote_log_partition(self, log: Log) -> int:
+        """``stopPartitions`` with ``deleteRemoteLog`` (``deleteRemoteLogPartition``), as Kafka
+        runs it when a topic's ``remote.storage.enable`` turns false with
+        ``remote.log.delete.on.disable``: every listed segment of the partition marked
+        ``DELETE_SEGMENT_STARTED``, then its objects deleted, then all marked
+        ``DELETE_SEGMENT_FINISHED``; the highest offset in remote storage is forgotten (local
+        retention no longer waits for it). Returns how many segments went."""
+        with self._lock:
+            self._check_open()
+            tip = self.topic_id_partition(log)
+            self.rlmm.on_partition_leadership_changes([tip], [])
+            segments = self._segments(tip)
+            for md in segments:
+                if md.state is not _DELETE_STARTED:
+                    self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+                        md.remote_log_segment_id, self.clock(), md.custom_metadata, _DELETE_STARTED, self.broker_id))
+            for md in segments:
+                self.rsm.delete_log_segment_data(md)
+            for md in segments:
+                self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, self.clock(), md.custom_metadata, _DELETE_FINISHED, self.broker_id))
+            self._highest.pop(TopicPartition(log.topic, log.partition), None)
+            log.highest_offset_in_remote_storage = -1
+            logger.info("Deleted the %d remote segments of %s (remote storage disabled)", len(segments), log.dir)
+            return len(segments)
 
     # ------------------------------------------------------------------------------ copy
 

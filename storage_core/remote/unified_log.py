@@ -428,8 +428,8 @@ class UnifiedLog:
             table = run.table
             if table.num_rows:
                 stamps = table.column("timestamp").cast(pa.int64()).to_numpy()
-                hit = np.flatnonzero((stamps >= timestamp) & ~table.column("isControl").to_numpy(
-                    zero_copy_only=False))
+                # control records count, as in lookupTimestamp (and the local FileRecords.searchForTimestamp)
+                hit = np.flatnonzero(stamps >= timestamp)
                 if hit.size:
                     i = int(hit[0])
                     offset = int(table.column("offset")[i].as_py())

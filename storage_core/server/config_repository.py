@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..checkpoint import atomic_write, data_dir_lock, validate_topic_name
-from ..config import LogConfig
+from ..config import LogConfig, validate_turning_off_remote_storage_with_delete
 from ..errors import InvalidConfigError, KafkaLogError
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,8 @@ class ConfigRepository:
                 props.pop(key, None)
             props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in set_props.items()})
             config = LogConfig.from_properties(props, base=self.defaults)   # refuses bad values
+            was = LogConfig.from_properties(topics.get(topic, {}), base=self.defaults).remote_storage_enable
+            validate_turning_off_remote_storage_with_delete(was, config)
             # keep the values as the config normalised them ("1e3" is refused, " 10" becomes "10")
             normalised = config.to_properties()
             props = {k: normalised[k] for k in props}

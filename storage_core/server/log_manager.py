@@ -56,7 +56,8 @@ from .metrics import LogManagerSnapshot, ManagerMetrics
 from ..errors import KafkaLogError, LogLockedError
 from ..log import Log
 from .scheduler import KafkaScheduler
-from .remote_log_tasks import RemoteLogManager, RemoteLogManagerConfig, start_remote_log_manager
+from .remote_log_tasks import (RemoteLogManager, RemoteLogManagerConfig, maybe_update_remote_log_components,
+                               start_remote_log_manager)
 
 if TYPE_CHECKING:
     from ..cleaner import LogCleaner
@@ -427,11 +428,14 @@ class LogManager:
     def alter_topic_config(self, topic: str, set_props: Mapping[str, object] | None = None,
                            delete: Iterable[str] = ()) -> LogConfig:
         """Change the topic's overrides (validated, persisted in every data dir) and apply the
-        new configuration to its live logs (``LogManager.updateTopicConfig``)."""
+        new configuration to its live logs (``LogManager.updateTopicConfig``), then what the
+        change means for tiering (``remote_log_tasks.maybe_update_remote_log_components``)."""
+        logs = [log for log in self.all_logs() if log.topic == topic]
+        was_tiered = [log.config.remote_storage_enable for log in logs]
         config = self.config_repository.alter_topic_config(topic, set_props, delete)
-        for log in self.all_logs():
-            if log.topic == topic:
-                self.apply_config(log, config)
+        for log in logs:
+            self.apply_config(log, config)
+        maybe_update_remote_log_components(self.remote_log_manager, logs, was_tiered)
         return config
 
     @staticmethod

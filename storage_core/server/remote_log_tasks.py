@@ -13,8 +13,11 @@ override, as Kafka creates the topic.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
+from ..errors import KafkaLogError
+from ..log import Log
 from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogManager, RemoteLogManagerConfig
 
 logger = logging.getLogger(__name__)
@@ -40,4 +43,25 @@ def start_remote_log_manager(mgr: Any) -> RemoteLogManager | None:
     logger.info("Remote log manager started (%s every %d ms)", rlm.rsm, config.remote_log_manager_task_interval_ms)
     return rlm
 
-__all__ = ["RemoteLogManager", "RemoteLogManagerConfig", "start_remote_log_manager"]
+
+def maybe_update_remote_log_components(rlm: RemoteLogManager | None, logs: Sequence[Log],
+                                       was_remote_log_enabled: Sequence[bool]) -> None:
+    """``TopicConfigHandler.maybeUpdateRemoteLogComponents`` after a topic's configuration changed:
+    a log whose ``remote.storage.enable`` turned false with ``remote.log.delete.on.disable`` loses
+    its remote data (``RemoteLogManager.stopPartitions`` with ``deleteRemoteLog``; its log start
+    offset is already the local one here). ``remote.log.copy.disable`` needs nothing: the copy
+    task reads it at every pass and stops copying, expiry goes on. A failure is logged, as
+    Kafka's ``stopPartitions`` logs it, and the other partitions go on."""
+    if rlm is None:
+        return
+    for log, was in zip(logs, was_remote_log_enabled):
+        c = log.config
+        if was and not c.remote_storage_enable and c.remote_log_delete_on_disable:
+            try:
+                rlm.delete_remote_log_partition(log)
+            except (OSError, KafkaLogError):
+                logger.error("Could not delete the remote data of %s", log.dir, exc_info=True)
+
+
+__all__ = ["RemoteLogManager", "RemoteLogManagerConfig", "maybe_update_remote_log_components",
+           "start_remote_log_manager"]

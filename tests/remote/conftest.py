@@ -33,24 +33,21 @@ def kafka_jars() -> Path:
     return KAFKA_JARS
 
 
+TIERED_STORAGE_JARS = ROOT / ".interop" / f"kafka-tiered-storage-{KAFKA_VERSION}"
+
+
 @pytest.fixture(scope="session")
 def local_tiered_storage_classpath(kafka_jars) -> str:
     """Kafka's jars plus kafka-storage's test-fixtures jar, where ``LocalTieredStorage`` lives from
-    4.4 (up to 4.3 it is the ``test`` classifier). Copied from Maven Central into
-    ``.interop/kafka-storage-test-fixtures-<version>/`` once."""
-    folder = ROOT / ".interop" / f"kafka-storage-test-fixtures-{KAFKA_VERSION}"
-    if not (folder / ".complete").is_file():
+    4.4 (up to 4.3 it is the ``test`` classifier): ``ci/interop/resolve.sh`` (``make test``) copies
+    it from Maven Central into ``.interop/kafka-tiered-storage-<version>/``
+    (ci/interop/tiered-storage/pom.xml), as it copies the broker's jars; run here when absent."""
+    if not (TIERED_STORAGE_JARS / ".complete").is_file():
         if not shutil.which("mvn"):
-            pytest.skip("LocalTieredStorage comes from Maven Central and 'mvn' was not found: install Maven 3")
-        tmp = folder.with_name(folder.name + f".tmp.{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        done = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never",
-                               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy",
-                               f"-Dartifact=org.apache.kafka:kafka-storage:{KAFKA_VERSION}:jar:test-fixtures",
-                               f"-DoutputDirectory={tmp}"], capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            pytest.fail(f"mvn could not fetch kafka-storage {KAFKA_VERSION} test-fixtures:\n{done.stdout[-3000:]}")
-        (tmp / ".complete").touch()
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
-    return f"{folder}/*:{kafka_jars}/*"
+            pytest.skip(f"Kafka's LocalTieredStorage ({TIERED_STORAGE_JARS.name}) comes from Maven Central and "
+                        "'mvn' was not found: install Maven 3, then ci/interop/resolve.sh (make test) fetches it")
+        done = subprocess.run(["bash", str(ROOT / "ci" / "interop" / "resolve.sh")], capture_output=True, text=True)
+        if done.returncode != 0 or not (TIERED_STORAGE_JARS / ".complete").is_file():
+            pytest.fail(f"ci/interop/resolve.sh did not fetch kafka-storage {KAFKA_VERSION}'s test fixtures "
+                        f"(LocalTieredStorage) into {TIERED_STORAGE_JARS}:\n{done.stderr[-3000:]}")
+    return f"{TIERED_STORAGE_JARS}/*:{kafka_jars}/*"

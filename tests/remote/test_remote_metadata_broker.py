@@ -1,14 +1,18 @@
 """A real broker's tiered topic read without the broker: a single-node KRaft Apache Kafka broker
 (tests/interop's LocalBroker, Maven Central's jars) with remote storage on Kafka's own
-``LocalTieredStorage`` tiers a topic; then, from its log directory alone, the read-only
+``LocalTieredStorage`` tiers a topic (plain records, and transactions: one aborted, larger than a
+segment); then, from its log directory alone, the read-only
 TopicBasedRemoteLogMetadataManager folds the broker's ``__remote_log_metadata`` partitions (its
 producer's idempotent batches) into the same events Kafka's DumpLogSegments decodes there, every
 finished copy's objects are where LocalTieredStorage put them, lookups by epoch and offset land
-in the right copy, and the RemoteIndexCache over those objects points reads at the right batch."""
+in the right copy, the RemoteIndexCache over those objects points reads at the right batch, and
+UnifiedLog reads what read_committed and read_uncommitted consumers read from the broker."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import random
 import sys
 import time
 from pathlib import Path
@@ -82,33 +86,84 @@ def tiered_broker(kafka_jars, local_tiered_storage_classpath, tmp_path_factory):
                     "--config", "remote.storage.enable=true", "--config", f"segment.bytes={SEGMENT_BYTES}",
                     "--config", "local.retention.ms=1000", "--config", "retention.ms=-1")
         # ~5 MiB over two partitions: two rolled segments or more each
-        broker.tool("org.apache.kafka.tools.ProducerPerformance", "--topic", TOPIC, "--num-records", "5000",
-                    "--record-size", "1000", "--throughput", "-1", "--producer-props",
-                    f"bootstrap.servers={broker.bootstrap}", "acks=all", "batch.size=65536", "linger.ms=5",
-                    timeout=300)
+        perf = ("org.apache.kafka.tools.ProducerPerformance", "--topic", TOPIC, "--record-size", "1000",
+                "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}", "acks=all",
+                "batch.size=65536", "linger.ms=5")
+        broker.tool(*perf, "--num-records", "5000", timeout=300)
+        # transactions, an aborted one larger than a segment in each partition with plain records
+        # between its own, then enough plain records to roll, tier and delete locally every
+        # segment holding them
+        ends = produce_transactions_across_segments(broker)
+        broker.tool(*perf, "--num-records", "5000", timeout=300)
         deadline = time.monotonic() + WAIT
         while True:
             with TopicBasedRemoteLogMetadataManager({"log.dir": str(broker.log_dir)}, read_only=True) as m:
                 finished = [sum(s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
                                 for s in m.list_remote_log_segments(tip))
                             for tip in tips(broker.log_dir)] if _has_topic(broker.log_dir) else []
-            if len(finished) == PARTITIONS and min(finished) >= 2 and _local_retention_deleted(broker.log_dir):
+            if len(finished) == PARTITIONS and min(finished) >= 2 and _local_retention_deleted(broker.log_dir, ends):
                 break
             if time.monotonic() > deadline:
-                raise AssertionError(f"the broker tiered {finished} segments within {WAIT:.0f} s\n{broker.log_tail()}")
+                raise AssertionError(f"the broker tiered {finished} segments and deleted the local segments below "
+                                     f"{ends} within {WAIT:.0f} s\n{broker.log_tail()}")
             time.sleep(0.5)
-        # what a real consumer gets (the broker serves the tiered offsets from LocalTieredStorage)
-        broker.consumed = real_broker.consume(broker, TOPIC, PARTITIONS, "read_uncommitted", timeout=120)
+        # what real consumers get (the broker serves the tiered offsets from LocalTieredStorage)
+        broker.consumed = {isolation: real_broker.consume(broker, TOPIC, PARTITIONS, isolation, timeout=120)
+                           for isolation in ("read_uncommitted", "read_committed")}
+        broker.transactions_end = ends
         broker.stop()
         yield broker
     finally:
         broker.remove()
 
 
-def _local_retention_deleted(log_dir: Path) -> bool:
-    """Local retention (local.retention.ms, checked every 500 ms) deleted each partition's first
-    segment once it was copied: its offsets are only in remote storage."""
-    return all(int(min(p.stem for p in (log_dir / f"{TOPIC}-{n}").glob("*.log"))) > 0 for n in range(PARTITIONS))
+def _local_retention_deleted(log_dir: Path, ends: dict[int, int]) -> bool:
+    """Local retention (local.retention.ms, checked every 500 ms) deleted, once they were copied,
+    each partition's segments below ``ends[partition]`` (its log end offset after the
+    transactions): their offsets are only in remote storage."""
+    return all(int(min(p.stem for p in (log_dir / f"{TOPIC}-{n}").glob("*.log"))) > ends[n] for n in range(PARTITIONS))
+
+
+def produce_transactions_across_segments(broker) -> dict[int, int]:
+    """aiokafka's transactional producer: a committed transaction, an aborted one of 1300 records
+    of 1000 bytes per partition (more than a segment: it spans a roll), with a plain producer's
+    records between its own, and a committed one. Returns each partition's log end offset after."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    rnd = random.Random(405)
+
+    def value(tag: str, i: int) -> bytes:
+        return f"{tag}-{i}-".encode() + rnd.randbytes(980)
+
+    async def go() -> dict[int, int]:
+        txn = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafkalog-tiered-txn",
+                               enable_idempotence=True, max_batch_size=65536, linger_ms=5)
+        plain = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
+        await txn.start()
+        await plain.start()
+        try:
+            for tag, n, commit in (("committed-1", 100, True), ("aborted", 1300, False), ("committed-2", 100, True)):
+                await txn.begin_transaction()
+                sent = []
+                for i in range(n):
+                    for p in range(PARTITIONS):
+                        sent.append(await txn.send(TOPIC, value(tag, i), key=tag.encode(), partition=p))
+                        if i % 50 == 25:
+                            sent.append(await plain.send(TOPIC, value(f"plain-{tag}", i), partition=p))
+                await asyncio.gather(*sent)
+                await (txn.commit_transaction() if commit else txn.abort_transaction())
+        finally:
+            await txn.stop()
+            await plain.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+        await c.start()
+        try:
+            tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+            return {tp.partition: o for tp, o in (await c.end_offsets(tps)).items()}
+        finally:
+            await c.stop()
+
+    return asyncio.run(go())
 
 
 def _has_topic(log_dir: Path) -> bool:
@@ -178,28 +233,40 @@ def test_brokers_metadata_topic_folds_to_what_kafka_decodes_and_what_its_rsm_hol
 def test_brokers_tiered_topic_reads_across_both_tiers_as_a_real_consumer_does(tiered_broker, tmp_path):
     """Build 6: every partition read through UnifiedLog from the broker's directories alone (its
     log dir read-only, metadata from its ``__remote_log_metadata``, segments from
-    LocalTieredStorage's folder) returns what a real consumer got from the running broker,
-    including the offsets that were only in remote storage. ProducerPerformance is not
-    transactional: read_uncommitted (read_committed returns the same records here)."""
+    LocalTieredStorage's folder) returns what a real consumer got from the running broker, for
+    both isolation levels, including the offsets that were only in remote storage: there, an
+    aborted transaction spanning tiered segments (read_committed leaves it out through the remote
+    transaction indexes, read_uncommitted keeps it) and the COMMIT/ABORT markers neither returns."""
     log_dir = tiered_broker.log_dir
-    consumed = tiered_broker.consumed
     rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(log_dir)}, read_only=True)
     rsm = PyArrowRemoteStorageManager({"dir": str(tiered_broker.remote_dir)})
     cache = RemoteIndexCache(rsm, tmp_path)                 # outside the broker's directories
     for tip in tips(log_dir):
-        expected = [r for r in consumed if r.partition == tip.partition]
+        consumed = {iso: [r for r in recs if r.partition == tip.partition]
+                    for iso, recs in tiered_broker.consumed.items()}
+        committed = {r.offset for r in consumed["read_committed"]}
+        aborted = [r.offset for r in consumed["read_uncommitted"] if r.offset not in committed]
+        # what the consumers saw: 1300 aborted records of this partition, all in remote-only
+        # segments, plain records between them that read_committed keeps
+        assert len(aborted) == 1300 and all(r.key == b"aborted" for r in consumed["read_uncommitted"]
+                                            if r.offset not in committed)
+        assert any(aborted[0] < r.offset < aborted[-1] for r in consumed["read_committed"])
         with Log.open(log_dir / f"{TOPIC}-{tip.partition}", read_only=True) as log, \
                 UnifiedLog(log, tip, rlmm, rsm, cache) as ulog:
             assert ulog.log_start_offset == 0 < ulog.local_log_start_offset       # local retention deleted some
+            assert aborted[-1] < tiered_broker.transactions_end[tip.partition] < ulog.local_log_start_offset
             assert ulog.highest_offset_in_remote_storage >= ulog.local_log_start_offset - 1
-            for isolation in ("read_uncommitted", "read_committed"):
+            holding = [m for m in ulog.remote_segments() if m.start_offset <= aborted[-1] and
+                       m.end_offset >= aborted[0]]
+            assert len(holding) >= 2, "the aborted transaction spans tiered segments"
+            for isolation, expected in consumed.items():
                 rows, offset = [], 0
                 while offset < log.log_end_offset:
                     r = ulog.fetch(offset, max_bytes=256 << 10, isolation=isolation)
                     assert r.next_offset > offset, f"stuck at {offset}"
                     rows.extend(zip(*(r.table.column(c).to_pylist() for c in ("offset", "key", "value", "timestamp"))))
                     offset = r.next_offset
-                assert len(rows) == len(expected) == log.log_end_offset, (tip, isolation)
+                assert len(rows) == len(expected) < log.log_end_offset, (tip, isolation)
                 assert [(o, k, v) for o, k, v, _ in rows] == [(e.offset, e.key, e.value) for e in expected]
                 assert [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for *_, t in rows] == \
                     [e.timestamp for e in expected]
@@ -207,7 +274,7 @@ def test_brokers_tiered_topic_reads_across_both_tiers_as_a_real_consumer_does(ti
             assert ulog.fetch_offset_by_timestamp(-2).offset == 0
             assert ulog.fetch_offset_by_timestamp(-4).offset == ulog.local_log_start_offset
             assert ulog.fetch_offset_by_timestamp(-5).offset == ulog.highest_offset_in_remote_storage
-            first_ts = expected[0].timestamp
+            first_ts = consumed["read_uncommitted"][0].timestamp
             assert ulog.offsets_for_times(first_ts) == 0
     cache.close()
     rlmm.close()
