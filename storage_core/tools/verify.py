@@ -51,8 +51,9 @@ class Problems:
 
     LIMIT = 20
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, name: str | None = None) -> None:
         self.path = path
+        self.name = name or str(path)          # a remote object's name (a URI: not a Path)
         self.items: list[str] = []
         self.count = 0
 
@@ -60,7 +61,7 @@ class Problems:
         """A problem at ``where`` (``position P``, ``line N``, ``whole file``)."""
         self.count += 1
         if len(self.items) < self.LIMIT:
-            self.items.append(f"{self.path}: {where}: {reason}")
+            self.items.append(f"{self.name}: {where}: {reason}")
 
     def add_located(self, message: str) -> None:
         """A problem whose message already names the file and position."""
@@ -470,7 +471,7 @@ def _remote_segment(tier: RemoteTier, md: RemoteLogSegmentMetadata, previous_end
         for ft, check in _REMOTE_CHECKS.items():
             if not has_log and ft in (RemoteLogSegmentFileType.OFFSET_INDEX, RemoteLogSegmentFileType.TIME_INDEX):
                 continue            # checked against the .log, whose absence is reported
-            p = Problems(Path(names[ft]))
+            p = Problems(Path(names[ft]), names[ft])
             path = fetched.paths.get(ft)
             if ft in fetched.problems:
                 position, why = fetched.problems[ft]
@@ -552,7 +553,7 @@ def _checks(files: list[Path], remote: Remote, total: int, tier: RemoteTier | No
                     yield i, c
             except (OSError, KafkaLogError) as e:        # the store did not answer
                 name = tier.object_name(md, RemoteLogSegmentFileType.SEGMENT)
-                yield i, Checked(name, Problems(Path(name)), None, remote=True, io_error=str(e))
+                yield i, Checked(name, Problems(Path(name), name), None, remote=True, io_error=str(e))
             previous_end = md.end_offset
 
 

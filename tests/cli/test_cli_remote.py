@@ -5,7 +5,7 @@ retention deletes what is remote), the store given as broker properties in a ``-
 ``dump --partition`` prints every offset once, in order, the old ones from the remote objects it
 names; ``verify`` passes on the good store and names the object and byte position after fault
 injection: one byte of a remote ``.log`` object flipped (the object rewritten), one object
-deleted; the S3 secret never shows."""
+deleted, one truncated; the S3 secret never shows."""
 
 from __future__ import annotations
 
@@ -145,17 +145,25 @@ def test_verify_checks_the_remote_segments_and_names_a_corrupt_or_missing_object
     text = kafkalog("verify", str(tiered.part.parent), "--config", str(tiered.config))
     assert text.returncode == 1 and "CORRUPT Record is corrupt" in text.stdout and victim in text.stdout
 
-    # another .log object deleted from the store: named, not a crash; dump goes on past it
-    gone = logs[3]
+    # another .log object deleted from the store, a third one truncated: each named, not a crash;
+    # dump goes on past them
+    gone, cut = logs[3], logs[2]
     tiered.fs.delete_file(tiered.store_path(gone))
+    with tiered.fs.open_input_stream(tiered.store_path(cut)) as f:
+        data = f.read()
+    with tiered.fs.open_output_stream(tiered.store_path(cut)) as f:
+        f.write(data[:len(data) // 2])
     r, doc = _verify(tiered)
     assert r.returncode == 1
     missing = [f for f in doc["files"] if f["file"] == gone]
     assert missing[0]["status"] == "corrupt" and "missing from" in missing[0]["problems"][0]
-    assert {f["file"] for f in doc["files"] if f["status"] != "ok"} == {victim, gone}
+    (truncated,) = [f for f in doc["files"] if f["file"] == cut and f["status"] != "ok"]
+    assert any(f"{cut}: position {len(data) // 2}: " in p and "truncated" in p for p in truncated["problems"]), truncated
+    assert {f["file"].rsplit(".", 1)[0] for f in doc["files"] if f["status"] != "ok"} == {
+        victim.rsplit(".", 1)[0], gone.rsplit(".", 1)[0], cut.rsplit(".", 1)[0]}
     d = kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config), "--deep-iteration",
                  "--json")
-    assert d.returncode == 1 and "Traceback" not in d.stderr and gone in d.stderr
+    assert d.returncode == 1 and "Traceback" not in d.stderr and gone in d.stderr and cut in d.stderr
     lines = json_lines(d.stdout)
     assert any(x["type"] == "error" and x["file"] == gone for x in lines)
     assert max(x["offset"] for x in lines if x["type"] == "record") == BATCHES * RECORDS - 1
