@@ -5,9 +5,10 @@ of ``storage_core.tools``, imported only when it runs (so ``kafkalog --help`` st
 writes its results through the one output layer, ``storage_core.tools.output``:
 
 ==============  ===============================================================================
-``dump``        ``kafka-dump-log.sh`` (``DumpLogSegments``) output, line for line; ``--json``
+``dump``        ``kafka-dump-log.sh`` (``DumpLogSegments``) output, line for line; ``--json``;
+                ``--partition``: a partition across both tiers
 ``describe``    segments, offsets and checkpoints of a data or partition directory
-``verify``      every log, index, snapshot and checkpoint file checked, problems located
+``verify``      every log, index, snapshot and checkpoint file checked (remote ones too), problems located
 ``recover``     every partition opened writable: validated, an invalid tail truncated
 ``retention``   the broker's retention task over a data directory (``LogManager``)
 ``compact``     the log cleaner by hand over the compacted topics (``LogManager``)

@@ -6,7 +6,9 @@ The run (:func:`run`) hands each file to the dumper of its suffix (``.log`` and 
 ``.txnindex``); the lines of a batch and of a record are built by :func:`batch_line` and
 :func:`record_line`, each as text and as a JSON object; the end-of-run reports Kafka prints on
 stderr are collected in :class:`Reports`. Nothing is ever written: every file is opened
-read-only.
+read-only. ``--partition DIR`` (not in Kafka's tool) dumps a partition's ``.log`` files and, with
+the remote storage given as for ``tier``, first its remote segments below them, each fetched
+(``remote_tier``) and dumped as a local ``.log``, named by its object.
 
 Where ``dump`` differs from Kafka (all are cases where Kafka's tool dies with a stack trace or
 does something a read-only tool should not):

@@ -8,7 +8,11 @@ brokers before KIP-734's fix wrote the offset of the record with the largest tim
 transaction indexes, producer snapshots (version, length, CRC) and checkpoint /
 ``partition.metadata`` files. A segment's ``.log`` is held to the one definition of valid that
 recovery applies (``LogSegment.valid_batches``). Each problem names the file and the byte
-position (or line). Exit 0: all good; 1: problems found; 2: usage or I/O error.
+position (or line). With the remote storage given as for ``tier`` (``--config``/``--property``),
+every object of each ``COPY_SEGMENT_FINISHED`` remote segment of the partitions under the paths
+is fetched (``remote_tier``) and held to the same checks, plus its offsets against the
+metadata's; problems name the object and byte position, a missing or truncated object is one.
+``--json``: one document. Exit 0: all good; 1: problems found; 2: usage or I/O error.
 """
 
 from __future__ import annotations
