@@ -111,3 +111,21 @@ def test_documented_option_is_passed_by_a_test(name):
     assert hit, (f"option {name!r} ({documented_options()[name]}) is passed by no test under tests/ "
                  f"(looked for .option({name!r}, ...), a dict key {name!r} or a keyword "
                  f"{' or '.join(n + '=' for n in names if n.isidentifier()) or '(none: not an identifier)'})")
+
+
+def test_tiered_settings_are_in_the_option_reference():
+    """Every tiered-storage setting the engine reads is in docs/options.md's option tables: the
+    topic settings of ``LogConfig`` (``remote.*``, ``local.retention.*``), the broker settings of
+    ``RemoteLogManagerConfig`` (its ``*_PROP`` names) and the metadata manager's."""
+    from storage_core.config import LogConfig
+    from storage_core.remote import remote_log_manager_config, remote_log_metadata_manager
+
+    topic = {k for k in LogConfig().to_properties() if k.startswith(("remote.", "local.retention."))}
+    assert topic >= {"remote.storage.enable", "local.retention.ms", "local.retention.bytes"}
+    broker = {v for m in (remote_log_manager_config, remote_log_metadata_manager)
+              for k, v in vars(m).items() if k.endswith("_PROP") and isinstance(v, str)}
+    assert "remote.log.storage.system.enable" in broker
+    in_reference = {name for table in option_tables((ROOT / "docs" / "options.md").read_text())
+                    for cell in table for name in re.findall(r"`([^`]+)`", cell)}
+    missing = sorted((topic | broker) - in_reference)
+    assert not missing, f"tiered settings missing from docs/options.md: {missing}"

@@ -5,9 +5,10 @@ of ``storage_core.tools``, imported only when it runs (so ``kafkalog --help`` st
 writes its results through the one output layer, ``storage_core.tools.output``:
 
 ==============  ===============================================================================
-``dump``        ``kafka-dump-log.sh`` (``DumpLogSegments``) output, line for line; ``--json``
+``dump``        ``kafka-dump-log.sh`` (``DumpLogSegments``) output, line for line; ``--json``;
+                ``--partition``: a partition across both tiers
 ``describe``    segments, offsets and checkpoints of a data or partition directory
-``verify``      every log, index, snapshot and checkpoint file checked, problems located
+``verify``      every log, index, snapshot and checkpoint file checked (remote ones too), problems located
 ``recover``     every partition opened writable: validated, an invalid tail truncated
 ``retention``   the broker's retention task over a data directory (``LogManager``)
 ``compact``     the log cleaner by hand over the compacted topics (``LogManager``)
@@ -50,12 +51,21 @@ def _purge_and_json(p: argparse.ArgumentParser, purge: str) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document")
 
 
+def _store_arguments(p: argparse.ArgumentParser) -> None:
+    """The remote storage as broker properties (``rsm.config.*``, ``rlmm.config.*``, ``remote.log.*``)."""
+    p.add_argument("--config", metavar="FILE", help="broker properties (remote.log.*, rsm.config.*, rlmm.config.*)")
+    p.add_argument("--property", action="append", metavar="KEY=VALUE", help="a broker property (repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command; ``command_module`` names the module that runs it."""
     parser = argparse.ArgumentParser(prog="kafkalog", description="Kafka log files without a broker")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump", help="print log, index, snapshot files as kafka-dump-log.sh does")
-    d.add_argument("--files", required=True, help="comma-separated files")
+    d.add_argument("--files", help="comma-separated files")
+    d.add_argument("--partition", action="append", metavar="DIR",
+                   help="a partition directory, both tiers: its remote segments (with --config/--property) "
+                        "below the local ones, then its local segments (repeatable)")
     d.add_argument("--print-data-log", action="store_true",
                    help="print keys and values (implies --deep-iteration)")
     d.add_argument("--deep-iteration", action="store_true", help="print every record")
@@ -70,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--max-bytes", type=int, default=INT_MAX,
                    help="dump only the batches within the first N bytes of each log")
     d.add_argument("--json", action="store_true", help="one JSON object per line")
+    _store_arguments(d)
     d.set_defaults(command_module="dump")
     s = sub.add_parser("describe", help="segments, offsets and checkpoints of a data or partition dir")
     s.add_argument("dir")
@@ -77,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(command_module="describe")
     v = sub.add_parser("verify", help="check every log, index, snapshot and checkpoint file")
     v.add_argument("paths", nargs="+", metavar="PATH")
+    v.add_argument("--json", action="store_true", help="one JSON document")
+    _store_arguments(v)
     v.set_defaults(command_module="verify")
     r = sub.add_parser("recover", help="open every partition writable: validate, truncate a bad tail")
     r.add_argument("dir")
@@ -95,8 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     _purge_and_json(c, "remove the replaced segment files at once instead of after file.delete.delay.ms")
     tr = _data_dir_command(sub, "tier", "copy rolled segments of tiered topics to remote storage, expire remote ones",
                            now="the time to judge retention.ms against (epoch ms)")
-    tr.add_argument("--config", metavar="FILE", help="broker properties (remote.log.*, rsm.config.*, rlmm.config.*)")
-    tr.add_argument("--property", action="append", metavar="KEY=VALUE", help="a broker property (repeatable)")
+    _store_arguments(tr)
     tr.add_argument("--json", action="store_true", help="one JSON document")
     g = sub.add_parser("config", help="show or change a topic's configuration overrides")
     g.add_argument("dir", help="data directory")

@@ -6,7 +6,9 @@ The run (:func:`run`) hands each file to the dumper of its suffix (``.log`` and 
 ``.txnindex``); the lines of a batch and of a record are built by :func:`batch_line` and
 :func:`record_line`, each as text and as a JSON object; the end-of-run reports Kafka prints on
 stderr are collected in :class:`Reports`. Nothing is ever written: every file is opened
-read-only.
+read-only. ``--partition DIR`` (not in Kafka's tool) dumps a partition's ``.log`` files and, with
+the remote storage given as for ``tier``, first its remote segments below them, each fetched
+(``remote_tier``) and dumped as a local ``.log``, named by its object.
 
 Where ``dump`` differs from Kafka (all are cases where Kafka's tool dies with a stack trace or
 does something a read-only tool should not):
@@ -41,20 +43,24 @@ import errno
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from ..common import INT_MAX
-from ..errors import KafkaLogError
+from ..errors import KafkaLogError, RemoteStorageError
 from ..format import CREATE_TIME, LOG_APPEND_TIME, BatchInfo, CompressionType, LogInputStream, Record
 from ..format.batch_header import RECORD_BATCH_OVERHEAD
 from ..format.record_batch import compute_crc, decrement_sequence
 from ..index import OffsetIndex, TimeIndex
+from ..log import filename_prefix
 from ..producer import decode_snapshot
+from ..remote import RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .control_records import control_fields
 from .files import (MAX_BATCH, IndexLookup, aborted_txn_entries, base_offset_of, batch_at_or_after,
                     batch_records, first_batch, legacy_crc_ok, mapped, max_record_timestamp,
-                    offset_entries, read_file, refuse_oversized_index, sibling, time_entries)
-from .output import Output
+                    offset_entries, read_file, refuse_oversized_index, segment_bases, sibling, time_entries)
+from .output import Output, UsageError
+from .remote_tier import RemoteTier
 
 _TS_NAME = {-1: "NoTimestampType", CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
 # Snapshots.parse: <end offset, 20 digits>-<epoch, 10 digits>.checkpoint
@@ -277,14 +283,17 @@ class DumpRun:
         self.status = max(self.status, status)
 
 
-def _log_heading(run: DumpRun, file: str) -> None:
-    """``Log starting offset`` of a segment, or the end offset and epoch of a KRaft snapshot."""
+def _log_heading(run: DumpRun, file: str, start: int | None = None) -> None:
+    """``Log starting offset`` of a segment (``start``, else from its name), or the end offset
+    and epoch of a KRaft snapshot."""
     name = os.path.basename(file)
     if name.endswith(".log"):
         prefix = name.split(".")[0]
-        if re.fullmatch(r"[0-9]+", prefix):
-            run.out.record(f"Log starting offset: {int(prefix)}",
-                           {"type": "logStartingOffset", "file": file, "offset": int(prefix)})
+        if start is None and re.fullmatch(r"[0-9]+", prefix):
+            start = int(prefix)
+        if start is not None:
+            run.out.record(f"Log starting offset: {start}",
+                           {"type": "logStartingOffset", "file": file, "offset": start})
     elif name == "bootstrap.checkpoint":
         run.out.record("KRaft bootstrap snapshot", {"type": "kraftBootstrapSnapshot", "file": file})
     else:
@@ -297,13 +306,15 @@ def _log_heading(run: DumpRun, file: str) -> None:
                        {"type": "snapshotEndOffset", "file": file, "offset": offset, "epoch": epoch})
 
 
-def dump_log(run: DumpRun, file: str) -> None:
+def dump_log(run: DumpRun, file: str, name: str | None = None, start: int | None = None) -> None:
     """A ``.log`` segment or a KRaft ``.checkpoint`` snapshot: batch lines, record lines with
-    deep iteration, and the invalid bytes after the last whole batch."""
-    _log_heading(run, file)
+    deep iteration, and the invalid bytes after the last whole batch. A remote segment fetched
+    to ``file`` is named ``name`` (its object) and starts at ``start`` (its metadata's)."""
+    read, file = file, name or file
+    _log_heading(run, file, start)
     options, out = run.options, run.out
-    abs_path = java_abs(file)
-    with mapped(file) as buf:
+    abs_path = java_abs(file) if name is None else name
+    with mapped(read) as buf:
         end = min(len(buf), options.max_bytes)          # FileRecords.slice(0, maxBytes)
         valid = 0
         last_offset = -1
@@ -447,11 +458,86 @@ _DUMPERS: dict[str, Callable[[DumpRun, str], None]] = {
 }
 
 
+def dump_remote_segment(run: DumpRun, tier: RemoteTier, md: RemoteLogSegmentMetadata) -> None:
+    """A remote segment's ``.log`` object, as a local ``.log`` is dumped (fetched in ranged
+    reads to a temporary file); a missing or truncated object is an error naming it."""
+    name = tier.object_name(md, RemoteLogSegmentFileType.SEGMENT)
+    run.out.record(f"Dumping {name}", {"type": "dumping", "file": name, "remote": True, "store": tier.store,
+                                       "startOffset": md.start_offset, "endOffset": md.end_offset})
+    with tier.fetched(md, (RemoteLogSegmentFileType.SEGMENT,)) as fetched:
+        problem = fetched.problems.get(RemoteLogSegmentFileType.SEGMENT)
+        path = fetched.paths.get(RemoteLogSegmentFileType.SEGMENT)
+        if path is not None:
+            dump_log(run, str(path), name, md.start_offset)
+        if problem is not None:
+            run.fail(name, f"{name}: position {problem[0]}: {problem[1]}")
+
+
+def dump_partition(run: DumpRun, directory: str, tier: RemoteTier | None) -> None:
+    """A partition across both tiers: with remote storage configured, its finished remote
+    segments below the first local segment (by start offset), then its local ``.log`` files."""
+    d = Path(java_file(directory))
+    if not d.is_dir():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(d))
+    bases = segment_bases(d)
+    remote = [] if tier is None else [m for m in tier.segments(d) if not bases or m.start_offset < bases[0]]
+    total = len(remote) + len(bases)
+    for i, md in enumerate(remote, 1):
+        assert tier is not None
+        name = tier.object_name(md, RemoteLogSegmentFileType.SEGMENT)
+        run.out.progress(i, total, f"{d.name}: remote segment {md.start_offset}-{md.end_offset}")
+        try:
+            dump_remote_segment(run, tier, md)
+        except RemoteStorageError as e:          # the store did not answer: the rest is not read
+            run.fail(name, e, status=2)
+            return
+        except (KafkaLogError, ValueError) as e:
+            run.fail(name, e)
+    for i, base in enumerate(bases, len(remote) + 1):
+        file = str(d / (filename_prefix(base) + ".log"))
+        run.out.progress(i, total, f"{d.name}: local segment {base}")
+        run.out.record(f"Dumping {file}", {"type": "dumping", "file": file})
+        _dump_file(run, file, dump_log)
+
+
+def _dump_file(run: DumpRun, file: str, dumper: Callable[[DumpRun, str], None]) -> None:
+    try:
+        dumper(run, file)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        run.fail(file, f"{e.strerror or e}: {e.filename or file}", status=2)
+    except (KafkaLogError, ValueError) as e:
+        run.fail(file, e)
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
-    """``DumpLogSegments.main``: every file of ``--files`` in turn, then the reports. Exit 1 if a
-    file was corrupt, 2 if one could not be read."""
+    """``DumpLogSegments.main``: every file of ``--files`` in turn, then every partition of
+    ``--partition`` (both tiers), then the reports. Exit 1 if a file was corrupt, 2 if one
+    could not be read."""
+    if not args.files and not args.partition:
+        raise UsageError("dump needs --files or --partition")
     dump = DumpRun(DumpOptions.from_args(args), out)
-    for arg in split_files(args.files):
+    tier = RemoteTier.from_args(args)
+    try:
+        _run(dump, args, tier)
+    finally:
+        if tier is not None:
+            tier.close()
+    dump.reports.write(out)
+    return dump.status
+
+
+def _run(dump: DumpRun, args: argparse.Namespace, tier: RemoteTier | None) -> None:
+    out = dump.out
+    for directory in args.partition or []:
+        try:
+            dump_partition(dump, directory, tier)
+        except OSError as e:
+            dump.fail(directory, f"{e.strerror or e}: {e.filename or directory}", status=2)
+        except KafkaLogError as e:
+            dump.fail(directory, e)
+    for arg in split_files(args.files) if args.files else []:
         file = java_file(arg)
         out.record(f"Dumping {file}", {"type": "dumping", "file": file})
         name = os.path.basename(file)
@@ -460,13 +546,4 @@ def run(args: argparse.Namespace, out: Output) -> int:
             out.error(f"Ignoring unknown file {file}")
             out.record(None, {"type": "ignored", "file": file})
             continue
-        try:
-            dumper(dump, file)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            dump.fail(file, f"{e.strerror or e}: {e.filename or file}", status=2)
-        except (KafkaLogError, ValueError) as e:
-            dump.fail(file, e)
-    dump.reports.write(out)
-    return dump.status
+        _dump_file(dump, file, dumper)

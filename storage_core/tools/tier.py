@@ -13,7 +13,6 @@ stderr, one line per segment; exit 1 if a partition failed.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from ..config import CleanerConfig
@@ -21,30 +20,12 @@ from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogManagerConfig, Rem
 from ..remote.remote_log_manager_config import REMOTE_LOG_STORAGE_SYSTEM_ENABLE_PROP
 from .data_dirs import data_dir, open_manager, report_load_errors, scoped_logs
 from .output import Output, UsageError, human_bytes
+from .remote_tier import broker_properties
 
 
 def _properties(args: argparse.Namespace) -> dict[str, str]:
-    """Java ``Properties``-style ``key=value`` lines (``#``/``!`` comments), then ``--property``."""
-    props: dict[str, str] = {}
-    if args.config:
-        path = Path(args.config)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read --config {path}: {e}") from None
-        for n, line in enumerate(lines, 1):
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise UsageError(f"{path} line {n}: expected key=value, got {line!r}")
-            props[key.strip()] = value.strip()
-    for item in args.property or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--property expects KEY=VALUE, got {item!r}")
-        props[key.strip()] = value.strip()
+    """The broker properties of ``--config`` and ``--property``; remote storage enabled."""
+    props = broker_properties(args)
     props.setdefault(REMOTE_LOG_STORAGE_SYSTEM_ENABLE_PROP, "true")
     return props
 

@@ -8,13 +8,19 @@ brokers before KIP-734's fix wrote the offset of the record with the largest tim
 transaction indexes, producer snapshots (version, length, CRC) and checkpoint /
 ``partition.metadata`` files. A segment's ``.log`` is held to the one definition of valid that
 recovery applies (``LogSegment.valid_batches``). Each problem names the file and the byte
-position (or line). Exit 0: all good; 1: problems found; 2: usage or I/O error.
+position (or line). With the remote storage given as for ``tier`` (``--config``/``--property``),
+every object of each ``COPY_SEGMENT_FINISHED`` remote segment of the partitions under the paths
+is fetched (``remote_tier``) and held to the same checks, plus its offsets against the
+metadata's; problems name the object and byte position, a missing or truncated object is one.
+``--json``: one document. Exit 0: all good; 1: problems found; 2: usage or I/O error.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,16 +35,18 @@ from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError
 from ..format import LogInputStream
 from ..format import batch_records as shallow_batch_records
 from ..index import OffsetIndex, TimeIndex
-from ..log import LogSegment, offset_from_filename
+from ..log import LogSegment, filename_prefix, offset_from_filename
 from ..producer import ENTRY_SIZE as SNAPSHOT_ENTRY_SIZE
 from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
 from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot, read_snapshot_header
+from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .files import (MAX_BATCH, OFFSET_CHECKPOINTS, SEGMENT_NAME, TXN_ENTRY, IndexLookup,
                     aborted_txn_entries, base_offset_of, batch_at_or_after, batch_records, first_batch, mapped,
                     max_record_timestamp, offset_entries, oversized_index_problem, read_file,
                     segment_bases, sibling, time_entries)
-from .data_dirs import is_topic_partition_name
+from .data_dirs import is_topic_partition_name, partition_dirs
 from .output import Output
+from .remote_tier import SEGMENT_OBJECTS, RemoteTier
 
 
 class Problems:
@@ -47,8 +55,9 @@ class Problems:
 
     LIMIT = 20
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, name: str | None = None) -> None:
         self.path = path
+        self.name = name or str(path)          # a remote object's name (a URI: not a Path)
         self.items: list[str] = []
         self.count = 0
 
@@ -56,7 +65,7 @@ class Problems:
         """A problem at ``where`` (``position P``, ``line N``, ``whole file``)."""
         self.count += 1
         if len(self.items) < self.LIMIT:
-            self.items.append(f"{self.path}: {where}: {reason}")
+            self.items.append(f"{self.name}: {where}: {reason}")
 
     def add_located(self, message: str) -> None:
         """A problem whose message already names the file and position."""
@@ -408,33 +417,190 @@ def _check(path: Path) -> tuple[Problems, str | None]:
         return problems, ""
 
 
-def run(args: argparse.Namespace, out: Output) -> int:
-    """Check every file, one line per file (a line per problem), then how many are valid."""
+# the local check of each object of a remote segment, run on its fetched copy
+_REMOTE_CHECKS: dict[RemoteLogSegmentFileType, Callable[[Path, Problems], str]] = {
+    RemoteLogSegmentFileType.SEGMENT: _verify_segment_log,
+    RemoteLogSegmentFileType.OFFSET_INDEX: _verify_offset_index,
+    RemoteLogSegmentFileType.TIME_INDEX: _verify_time_index,
+    RemoteLogSegmentFileType.TRANSACTION_INDEX: _verify_txn_index,
+    RemoteLogSegmentFileType.PRODUCER_SNAPSHOT: _verify_snapshot,
+    RemoteLogSegmentFileType.LEADER_EPOCH_CHECKPOINT:
+        lambda path, p: _verify_text(path, p, parse_leader_epoch_checkpoint, lambda d: f"{len(d)} epochs"),
+}
+
+
+def _check_remote_offsets(path: Path, md: RemoteLogSegmentMetadata, previous_end: int | None,
+                          p: Problems) -> None:
+    """The offsets of a remote segment's ``.log`` against its metadata: the first batch starts at
+    the start offset (right after the previous remote segment's end), each batch follows the
+    one before, the last ends at the end offset."""
+    if previous_end is not None and md.start_offset != previous_end + 1:
+        p.add("metadata", f"start offset {md.start_offset} does not follow the previous remote segment's end "
+                          f"offset {previous_end}")
+    expected = md.start_offset
+    with mapped(path) as buf:
+        size = len(buf)
+        for b in LogInputStream(buf, 0, size, max_batch_size=MAX_BATCH):
+            if b.base_offset != expected:
+                p.add(f"position {b.position}", f"the batch starts at offset {b.base_offset}, where offset {expected} "
+                                                f"was expected (metadata offsets {md.start_offset}-{md.end_offset})")
+            expected = b.last_offset + 1
+    if expected != md.end_offset + 1:
+        p.add(f"position {size}", f"the last batch ends at offset {expected - 1}, not at the metadata's end offset "
+                                      f"{md.end_offset}")
+
+
+@dataclass
+class Checked:
+    """One file or remote object checked: its name, problems and summary (None: not a Kafka
+    file), or the I/O error that kept it from being read."""
+
+    name: str
+    problems: Problems
+    summary: str | None
+    remote: bool = False
+    io_error: str | None = None
+
+
+def _remote_segment(tier: RemoteTier, md: RemoteLogSegmentMetadata, previous_end: int | None) -> list[Checked]:
+    """Every object of a remote segment, fetched and held to the local checks; problems name the
+    object (the fetched copy's name replaced by it) and the byte position."""
+    results = []
+    with tier.fetched(md) as fetched:
+        names = {ft: tier.object_name(md, ft) for ft in _REMOTE_CHECKS}
+        local = {str(fetched.folder / (filename_prefix(md.start_offset) + suffix)): names[ft]
+                 for ft, suffix, _ in SEGMENT_OBJECTS}
+        local.update({Path(path).name: name for path, name in list(local.items())})
+        has_log = RemoteLogSegmentFileType.SEGMENT in fetched.paths
+        for ft, check in _REMOTE_CHECKS.items():
+            if not has_log and ft in (RemoteLogSegmentFileType.OFFSET_INDEX, RemoteLogSegmentFileType.TIME_INDEX):
+                continue            # checked against the .log, whose absence is reported
+            p = Problems(Path(names[ft]), names[ft])
+            path = fetched.paths.get(ft)
+            if ft in fetched.problems:
+                position, why = fetched.problems[ft]
+                p.add("whole object" if path is None else f"position {position}", why)
+            elif path is None and not (ft is RemoteLogSegmentFileType.TRANSACTION_INDEX and md.txn_idx_empty):
+                p.add("whole object", f"missing from {tier.store}, but the metadata says the segment has "
+                                      f"aborted transactions")
+            if path is None:
+                if p.count:
+                    results.append(Checked(names[ft], p, "", remote=True))
+                continue
+            try:
+                summary = check(path, p)
+                if ft is RemoteLogSegmentFileType.SEGMENT and not p.count:
+                    _check_remote_offsets(path, md, previous_end, p)
+            except KafkaLogError as e:
+                p.add("whole object", str(e))
+                summary = ""
+            for i, item in enumerate(p.items):
+                for temp, name in local.items():
+                    item = item.replace(temp, name)
+                p.items[i] = item
+            results.append(Checked(names[ft], p, summary, remote=True))
+    return results
+
+
+def _remote_partitions(paths: list[str]) -> list[Path]:
+    """The partition directories among and under the paths, whose remote segments are checked."""
+    found: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir() and not path.is_symlink():
+            found += [d for d in partition_dirs(path) if is_topic_partition_name(d.name)
+                      and (d / PARTITION_METADATA_FILE).exists()
+                      and not d.name.startswith(f"{REMOTE_LOG_METADATA_TOPIC_NAME}-")]
+    return sorted(set(found))
+
+
+Remote = list[tuple[Path, "list[RemoteLogSegmentMetadata] | str"]]
+
+
+def _plan(args: argparse.Namespace, tier: RemoteTier | None) -> tuple[list[Path], Remote, int]:
+    """The local files under the paths, and (remote storage configured) the finished remote
+    segments of each partition under them (or why they cannot be listed); how many steps."""
     files = _files_to_check(args.paths)
-    bad = io_errors = skipped = 0
-    total = len(files)
-    for i, path in enumerate(files, 1):
-        at = f"[{i}/{total}]"
+    remote: Remote = []
+    for d in _remote_partitions(args.paths) if tier is not None else []:
+        assert tier is not None
+        try:
+            remote.append((d, tier.segments(d)))
+        except (OSError, KafkaLogError) as e:
+            remote.append((d, f"its remote segments cannot be listed: {e}"))
+    return files, remote, len(files) + sum(len(mds) if isinstance(mds, list) else 1 for _, mds in remote)
+
+
+def _checks(files: list[Path], remote: Remote, total: int, tier: RemoteTier | None,
+            out: Output) -> Iterator[tuple[int, Checked]]:
+    """Each local file, then each object of each remote segment, checked; with the step."""
+    i = 0
+    for path in files:
+        i += 1
         try:
             problems, summary = _check(path)
+            yield i, Checked(str(path), problems, summary)
         except OSError as e:
-            out.text(f"{at} ERROR {path}: {e.strerror or e}", flush=True)
-            io_errors += 1
+            yield i, Checked(str(path), Problems(path), None, io_error=str(e.strerror or e))
+    for d, mds in remote:
+        if isinstance(mds, str):
+            i += 1
+            yield i, Checked(str(d), Problems(d), None, remote=True, io_error=mds)
             continue
-        if summary is None:
-            out.text(f"{at} skipped {path}: not a Kafka log file")
-            skipped += 1
-        elif problems.count:
-            bad += 1
-            for item in problems.items:
-                out.text(f"{at} CORRUPT {item}")
-            if problems.count > len(problems.items):
-                out.text(f"{at} CORRUPT {path}: ... and {problems.count - len(problems.items)} more "
-                         f"problems")
-        else:
-            out.text(f"{at} ok {path}: {summary}")
-    checked = total - skipped - io_errors
+        previous_end = None
+        for md in mds:
+            assert tier is not None
+            i += 1
+            out.progress(i, total, f"{d.name}: remote segment {md.start_offset}-{md.end_offset}")
+            try:
+                for c in _remote_segment(tier, md, previous_end):
+                    yield i, c
+            except (OSError, KafkaLogError) as e:        # the store did not answer
+                name = tier.object_name(md, RemoteLogSegmentFileType.SEGMENT)
+                yield i, Checked(name, Problems(Path(name), name), None, remote=True, io_error=str(e))
+            previous_end = md.end_offset
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    """Check every file, one line per file (a line per problem), then how many are valid; with
+    remote storage configured (``--config``/``--property``) every object of each finished
+    remote segment of the partitions under the paths too. ``--json``: one document."""
+    tier = RemoteTier.from_args(args)
+    rows: list[dict[str, Any]] = []
+    bad = io_errors = skipped = 0
+    try:
+        files, remote, total = _plan(args, tier)
+        for i, c in _checks(files, remote, total, tier, out):
+            at = f"[{i}/{total}]"
+            row: dict[str, Any] = {"file": c.name, "remote": c.remote}
+            if c.io_error is not None:
+                out.text(f"{at} ERROR {c.name}: {c.io_error}", flush=True)
+                io_errors += 1
+                row.update(status="error", error=c.io_error)
+            elif c.summary is None:
+                out.text(f"{at} skipped {c.name}: not a Kafka log file")
+                skipped += 1
+                row["status"] = "skipped"
+            elif c.problems.count:
+                bad += 1
+                for item in c.problems.items:
+                    out.text(f"{at} CORRUPT {item}")
+                if c.problems.count > len(c.problems.items):
+                    out.text(f"{at} CORRUPT {c.name}: ... and {c.problems.count - len(c.problems.items)} more "
+                             f"problems")
+                row.update(status="corrupt", problems=c.problems.items, problem_count=c.problems.count)
+            else:
+                out.text(f"{at} ok {c.name}: {c.summary}")
+                row.update(status="ok", summary=c.summary)
+            rows.append(row)
+    finally:
+        if tier is not None:
+            tier.close()
+    checked = len(rows) - skipped - io_errors
     out.text(f"{checked - bad} of {checked} files valid")
+    out.document({"paths": args.paths, "store": tier.store if tier is not None else None, "files": rows,
+                  "totals": {"checked": checked, "valid": checked - bad, "corrupt": bad, "io_errors": io_errors,
+                             "skipped": skipped}})
     if io_errors:
         out.error(f"{io_errors} files could not be read")
         return 2

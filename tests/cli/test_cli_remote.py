@@ -1,0 +1,179 @@
+"""``kafkalog dump`` and ``kafkalog verify`` over both tiers (KIP-405), run as real subprocesses,
+on a local-folder store and on SeaweedFS (a real S3 server, the session fixture): a partition
+tiered by ``kafkalog tier`` (the RemoteLogManager copies the rolled segments, then local
+retention deletes what is remote), the store given as broker properties in a ``--config`` file.
+``dump --partition`` prints every offset once, in order, the old ones from the remote objects it
+names; ``verify`` passes on the good store and names the object and byte position after fault
+injection: one byte of a remote ``.log`` object flipped (the object rewritten), one object
+deleted, one truncated; the S3 secret never shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+from storage_core.config import LogConfig
+from storage_core.log import Log
+
+BATCHES = 60
+RECORDS = 5
+TS0 = int(time.time() * 1000)          # within retention.ms (7 days) of the tier run
+
+
+def kafkalog(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "storage_core.tools", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def json_lines(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+@dataclass
+class Tiered:
+    part: Path                    # the partition directory
+    config: Path                  # broker properties naming the store
+    fs: pafs.FileSystem           # the store, for fault injection
+    secret: str | None
+
+    def store_path(self, name: str) -> str:
+        """An object's path in ``fs`` from the name the CLI gives it."""
+        return name.split("://", 1)[-1]
+
+
+@pytest.fixture(params=["folder", "s3"])
+def tiered(request, tmp_path: Path) -> Tiered:
+    if request.param == "folder":
+        rsm = {"storage.uri": str(tmp_path / "store")}
+        fs: pafs.FileSystem = pafs.LocalFileSystem()
+    else:
+        server = request.getfixturevalue("seaweedfs")
+        rsm = server.storage_configs(prefix=f"cli-{uuid.uuid4().hex[:10]}")
+        fs = server.filesystem()
+    config = tmp_path / "broker.properties"
+    config.write_text("# the store of the tiered topic\n" + "".join(f"rsm.config.{k}={v}\n" for k, v in rsm.items())
+                      + "rlmm.config.remote.log.metadata.topic.num.partitions=2\n")
+    data = tmp_path / "data"
+    with Log.open(data / "orders-0", LogConfig(segment_bytes=2000, index_interval_bytes=300)) as log:
+        for _ in range(BATCHES):
+            start = log.log_end_offset
+            log.append(pa.table({"value": pa.array([f"v{start + i}".encode() * 8 for i in range(RECORDS)]),
+                                 "timestamp": pa.array([TS0 + start + i for i in range(RECORDS)], pa.int64())}))
+    r = kafkalog("config", str(data), "--topic", "orders", "--set", "remote.storage.enable=true",
+                 "--set", "local.retention.bytes=4000", "--set", "segment.bytes=2000",
+                 "--set", "index.interval.bytes=300")
+    assert r.returncode == 0, r.stderr
+    r = kafkalog("tier", str(data), "--config", str(config), "--json")
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["partitions"]
+    assert row["segments_copied"] >= 5 and row["local_segments_deleted"] >= 3, row
+    return Tiered(data / "orders-0", config, fs, rsm.get("s3.secret.access.key"))
+
+
+def _no_secret(t: Tiered, *runs: subprocess.CompletedProcess) -> None:
+    if t.secret:
+        assert not any(t.secret in r.stdout or t.secret in r.stderr for r in runs)
+
+
+def test_dump_of_a_partition_prints_every_offset_from_both_tiers(tiered: Tiered) -> None:
+    local_start = min(int(f.name[:20]) for f in tiered.part.glob("*.log"))
+    assert local_start > 0, "local retention deleted nothing: the test would not read the remote tier"
+    r = kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config), "--deep-iteration",
+                 "--json")
+    assert r.returncode == 0, r.stderr
+    lines = json_lines(r.stdout)
+    offsets = [x["offset"] for x in lines if x["type"] == "record"]
+    assert offsets == list(range(BATCHES * RECORDS))
+    remote = [x for x in lines if x["type"] == "dumping" and x.get("remote")]
+    assert remote and remote[0]["startOffset"] == 0 and remote[-1]["endOffset"] == local_start - 1
+    # each remote record came from the object the dumping line names, in LocalTieredStorage's layout
+    by_file: dict[str, list[int]] = {}
+    for x in lines:
+        if x["type"] == "record":
+            by_file.setdefault(x["file"], []).append(x["offset"])
+    for d in remote:
+        assert "/kafka-tiered-storage/orders-0-" in d["file"] and d["file"].endswith(".log")
+        assert by_file[d["file"]] == list(range(d["startOffset"], d["endOffset"] + 1))
+        assert tiered.fs.get_file_info(tiered.store_path(d["file"])).type == pafs.FileType.File
+    text = kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config))
+    assert text.returncode == 0, text.stderr
+    assert f"Dumping {remote[0]['file']}\nLog starting offset: 0\nbaseOffset: 0 lastOffset: 4 count: 5" in text.stdout
+    assert "remote segment 0-" in text.stderr                     # progress
+    _no_secret(tiered, r, text)
+
+
+def _verify(t: Tiered) -> tuple[subprocess.CompletedProcess, dict]:
+    r = kafkalog("verify", str(t.part.parent), "--config", str(t.config), "--json")
+    return r, json.loads(r.stdout)
+
+
+def test_verify_checks_the_remote_segments_and_names_a_corrupt_or_missing_object(tiered: Tiered) -> None:
+    r, doc = _verify(tiered)
+    assert r.returncode == 0, r.stdout + r.stderr
+    remote = [f for f in doc["files"] if f["remote"]]
+    logs = [f["file"] for f in remote if f["file"].endswith(".log")]
+    assert len(logs) >= 5 and all(f["status"] == "ok" for f in remote)
+    assert {f["file"].rsplit(".", 1)[1] for f in remote} >= {"log", "index", "timeindex", "snapshot",
+                                                            "leader_epoch_checkpoint"}
+    assert doc["totals"]["corrupt"] == 0 and doc["totals"]["checked"] == len(doc["files"])
+
+    # fault injection: one byte of the second batch of a remote .log flipped, the object rewritten
+    victim = logs[1]
+    dumped = json_lines(kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config),
+                                 "--json").stdout)
+    second = [x for x in dumped if x["type"] == "batch" and x["file"] == victim][1]
+    path = tiered.store_path(victim)
+    with tiered.fs.open_input_stream(path) as f:
+        data = bytearray(f.read())
+    data[second["position"] + 70] ^= 0x01                         # inside the CRC'd records
+    with tiered.fs.open_output_stream(path) as f:
+        f.write(bytes(data))
+    r, doc = _verify(tiered)
+    assert r.returncode == 1
+    (bad,) = [f for f in doc["files"] if f["status"] != "ok"]
+    assert bad["file"] == victim and bad["status"] == "corrupt"
+    assert any(f"{victim}, position {second['position']}" in p and "crc" in p for p in bad["problems"])
+    text = kafkalog("verify", str(tiered.part.parent), "--config", str(tiered.config))
+    assert text.returncode == 1 and "CORRUPT Record is corrupt" in text.stdout and victim in text.stdout
+
+    # another .log object deleted from the store, a third one truncated: each named, not a crash;
+    # dump goes on past them
+    gone, cut = logs[3], logs[2]
+    tiered.fs.delete_file(tiered.store_path(gone))
+    with tiered.fs.open_input_stream(tiered.store_path(cut)) as f:
+        data = f.read()
+    with tiered.fs.open_output_stream(tiered.store_path(cut)) as f:
+        f.write(data[:len(data) // 2])
+    r, doc = _verify(tiered)
+    assert r.returncode == 1
+    missing = [f for f in doc["files"] if f["file"] == gone]
+    assert missing[0]["status"] == "corrupt" and "missing from" in missing[0]["problems"][0]
+    (truncated,) = [f for f in doc["files"] if f["file"] == cut and f["status"] != "ok"]
+    assert any(f"{cut}: position {len(data) // 2}: " in p and "truncated" in p for p in truncated["problems"]), truncated
+    assert {f["file"].rsplit(".", 1)[0] for f in doc["files"] if f["status"] != "ok"} == {
+        victim.rsplit(".", 1)[0], gone.rsplit(".", 1)[0], cut.rsplit(".", 1)[0]}
+    d = kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config), "--deep-iteration",
+                 "--json")
+    assert d.returncode == 1 and "Traceback" not in d.stderr and gone in d.stderr and cut in d.stderr
+    lines = json_lines(d.stdout)
+    assert any(x["type"] == "error" and x["file"] == gone for x in lines)
+    assert max(x["offset"] for x in lines if x["type"] == "record") == BATCHES * RECORDS - 1
+    _no_secret(tiered, r, text, d)
+
+
+def test_without_a_metadata_topic_remote_dump_is_a_clear_error(tmp_path: Path) -> None:
+    part = tmp_path / "data" / "plain-0"
+    with Log.open(part, LogConfig(), topic_id=uuid.uuid4()) as log:
+        log.append(pa.table({"value": pa.array([b"x"])}))
+    r = kafkalog("dump", "--partition", str(part), "--property", f"rsm.config.storage.uri={tmp_path / 'store'}")
+    assert r.returncode == 1 and "__remote_log_metadata" in r.stderr and "Traceback" not in r.stderr
+    assert kafkalog("dump").returncode == 2
