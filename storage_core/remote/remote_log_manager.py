@@ -404,6 +404,8 @@ class RemoteLogManager:
         results = []
         for log in logs:
             if not is_remote_log_enabled(log):
+                if expire and self._disable_pending(log):
+                    results.append(self._finish_disable(log))
                 continue
             result = TierResult(log.topic, log.partition)
             try:
@@ -423,6 +425,30 @@ class RemoteLogManager:
             result.log_start_offset = log.log_start_offset
             results.append(result)
         return results
+
+    def _disable_pending(self, log: Log) -> bool:
+        """A log whose ``remote.storage.enable`` is false with ``remote.log.delete.on.disable``
+        that still has remote segments: the change was made without a manager acting on it (the
+        configuration file edited by ``kafkalog config``, or a deletion that failed). Kafka acts
+        only on the change itself (``TopicConfigHandler``); a pass finishing it here is ours."""
+        c = log.config
+        if c.remote_storage_enable or not c.remote_log_delete_on_disable or log.topic_id is None \
+                or log.topic in _NOT_TIERED_TOPICS:
+            return False
+        with self._lock:
+            tip = self.topic_id_partition(log)
+            self.rlmm.on_partition_leadership_changes([tip], [])
+            return any(md.state is not _DELETE_FINISHED for md in self._segments(tip))
+
+    def _finish_disable(self, log: Log) -> TierResult:
+        result = TierResult(log.topic, log.partition)
+        try:
+            result.remote_segments_deleted = self.delete_remote_log_partition(log)
+        except (OSError, KafkaLogError) as e:
+            logger.error("Deleting the remote data of %s (remote storage disabled) failed: %s", log.dir, e)
+            result.error = str(e)
+        result.log_start_offset = log.log_start_offset
+        return result
 
     def schedule(self, scheduler: Scheduler, logs: Callable[[], Iterable[Log]]) -> None:
         """``RLMCopyTask`` and ``RLMExpirationTask`` every ``remote.log.manager.task.interval.ms``."""

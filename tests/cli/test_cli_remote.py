@@ -177,3 +177,42 @@ def test_without_a_metadata_topic_remote_dump_is_a_clear_error(tmp_path: Path) -
     r = kafkalog("dump", "--partition", str(part), "--property", f"rsm.config.storage.uri={tmp_path / 'store'}")
     assert r.returncode == 1 and "__remote_log_metadata" in r.stderr and "Traceback" not in r.stderr
     assert kafkalog("dump").returncode == 2
+
+
+def test_turning_tiering_off_from_the_cli_deletes_the_remote_data_at_the_next_tier_pass(tiered: Tiered) -> None:
+    """``kafkalog config`` only edits the topic's configuration file (no manager acts on the
+    change, as Kafka's TopicConfigHandler would); the next ``kafkalog tier`` pass finds the
+    partition's remote segments of a topic turned off with ``remote.log.delete.on.disable`` and
+    deletes them as ``deleteRemoteLogPartition`` does; the local segments stay, and a further pass
+    has nothing left to do."""
+    data = tiered.part.parent
+    local_before = sorted(f.name for f in tiered.part.glob("*.log"))
+    r, doc = _verify(tiered)
+    objects = [f for f in _store_files(tiered) if "/kafka-tiered-storage/" in f]
+    assert r.returncode == 0 and objects, r.stderr
+    r = kafkalog("config", str(data), "--topic", "orders", "--set", "remote.storage.enable=false")
+    assert r.returncode == 2 and "remote.log.delete.on.disable" in r.stderr     # Kafka's refusal
+    r = kafkalog("config", str(data), "--topic", "orders", "--set", "remote.storage.enable=false",
+                 "--set", "remote.log.delete.on.disable=true")
+    assert r.returncode == 0, r.stderr
+    assert [f for f in _store_files(tiered) if "/kafka-tiered-storage/" in f] == objects   # nothing yet
+    r = kafkalog("tier", str(data), "--config", str(tiered.config), "--json")
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["partitions"]
+    assert row["remote_segments_deleted"] >= 5 and row["error"] is None, row
+    assert [f for f in _store_files(tiered) if "/kafka-tiered-storage/" in f] == []
+    assert sorted(f.name for f in tiered.part.glob("*.log")) == local_before
+    r = kafkalog("tier", str(data), "--config", str(tiered.config), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["partitions"] == [], r.stdout
+
+
+def _store_files(t: Tiered) -> list[str]:
+    infos = t.fs.get_file_info(pafs.FileSelector(_store_root(t), recursive=True, allow_not_found=True))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+
+
+def _store_root(t: Tiered) -> str:
+    for line in t.config.read_text().splitlines():
+        if line.startswith("rsm.config.storage.uri="):
+            return line.split("=", 1)[1].split("://", 1)[-1]
+    raise AssertionError("no storage.uri in the test's properties")
