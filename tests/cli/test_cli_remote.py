@@ -158,7 +158,8 @@ def test_verify_checks_the_remote_segments_and_names_a_corrupt_or_missing_object
     missing = [f for f in doc["files"] if f["file"] == gone]
     assert missing[0]["status"] == "corrupt" and "missing from" in missing[0]["problems"][0]
     (truncated,) = [f for f in doc["files"] if f["file"] == cut and f["status"] != "ok"]
-    assert any(f"{cut}: position {len(data) // 2}: " in p and "truncated" in p for p in truncated["problems"]), truncated
+    assert any(f"{cut}: position {len(data) // 2}: " in p and "truncated" in p
+               for p in truncated["problems"]), truncated
     assert {f["file"].rsplit(".", 1)[0] for f in doc["files"] if f["status"] != "ok"} == {
         victim.rsplit(".", 1)[0], gone.rsplit(".", 1)[0], cut.rsplit(".", 1)[0]}
     d = kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config), "--deep-iteration",
