@@ -404,9 +404,9 @@ class PyArrowRemoteStorageManager:
         self.uploads = f"{root}/{UPLOADS_DIR_NAME}" if root else UPLOADS_DIR_NAME
         self.delete_enabled = _bool(configs, "delete.enable", True)
         self._local = isinstance(self.filesystem, pafs.LocalFileSystem)
+        # folders are made by the first copy, not here: a reader (kafkalog dump/verify, the Spark
+        # source) pointed at the wrong folder must not create anything in it
         self._object_store = self.filesystem.type_name in ("s3", "gcs", "abfs")
-        if not self._object_store:
-            self._create_dir(self.root)
         logger.info("Remote storage manager on %s (objects under %s)", self.store, ROOT_STORAGE_DIR_NAME)
 
     @classmethod

@@ -485,3 +485,13 @@ def test_store_configs_take_one_namespace_and_open_the_store(seaweedfs, tmp_path
     assert fs.open_input_file(f"{root}/probe").read() == b"x"
     local_fs, local_root, _ = open_store(store_configs({}, uri=str(tmp_path)))
     assert local_fs.type_name == "local" and local_root == str(tmp_path)
+
+
+def test_a_manager_that_only_reads_creates_nothing_in_its_folder(tmp_path):
+    """A reader pointed at the wrong folder (kafkalog dump/verify, the Spark source) must not
+    create anything there: the folders come with the first copy."""
+    from storage_core.remote import PyArrowRemoteStorageManager
+
+    target = tmp_path / "not-a-store"
+    rsm = PyArrowRemoteStorageManager({"storage.uri": str(target)})
+    assert rsm.partition_path is not None and not target.exists()
