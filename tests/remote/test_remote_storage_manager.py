@@ -494,4 +494,4 @@ def test_a_manager_that_only_reads_creates_nothing_in_its_folder(tmp_path):
 
     target = tmp_path / "not-a-store"
     rsm = PyArrowRemoteStorageManager({"storage.uri": str(target)})
-    assert rsm.partition_path is not None and not target.exists()
+    assert str(target) in rsm.store and not target.exists()
