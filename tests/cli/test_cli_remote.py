@@ -217,3 +217,22 @@ def _store_root(t: Tiered) -> str:
         if line.startswith("rsm.config.storage.uri="):
             return line.split("=", 1)[1].split("://", 1)[-1]
     raise AssertionError("no storage.uri in the test's properties")
+
+
+@pytest.mark.parametrize("tiered", ["s3"], indirect=True)
+def test_dump_and_verify_with_the_store_gone_fail_clearly_and_touch_nothing(tiered: Tiered, seaweedfs) -> None:
+    """The S3 server stopped: ``dump`` and ``verify`` of the remote tier exit 2 (an I/O error,
+    not a finding about the data) with a message naming the store, no traceback, no secret; the
+    partition's local files are byte-identical afterwards."""
+    before = {f.name: f.read_bytes() for f in tiered.part.iterdir() if f.is_file()}
+    seaweedfs.stop()
+    try:
+        dump = kafkalog("dump", "--partition", str(tiered.part), "--config", str(tiered.config))
+        verify = kafkalog("verify", str(tiered.part.parent), "--config", str(tiered.config))
+    finally:
+        seaweedfs.start()
+    for r in (dump, verify):
+        assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+        assert f"s3://{seaweedfs.bucket}/" in r.stdout + r.stderr and "Traceback" not in r.stderr, r.stdout[-3000:]
+    _no_secret(tiered, dump, verify)
+    assert {f.name: f.read_bytes() for f in tiered.part.iterdir() if f.is_file()} == before
