@@ -10,7 +10,9 @@ for the same bytes, in the same run, with the local-tier sweep beside it.
 * local: ``Log.fetch`` of the same offsets from an untiered copy of the log (page cache warm).
 
 MB/s are the ``.log`` bytes of the tiered segments over the wall time. Best of ``--repeat``, the
-sides alternating. Goal (issue 19): remote >= 0.8x store. Each sweep's record count is checked
+sides alternating. Beside it, CPU seconds per GiB swept (mean over the repeats): the client's
+(this process, ``time.process_time``) and the S3 server's (the ``weed`` process, from
+``/proc/<pid>/stat``), less noisy than wall time on a shared machine. Goal (issue 19): remote >= 0.8x store. Each sweep's record count is checked
 against the records written.
 
     .venv/bin/python bench/remote_read.py [--gib 1] [--max-bytes 4194304] [--threads 8]
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shutil
 import sys
 import time
@@ -154,6 +157,22 @@ def store_sweep(rsm: PyArrowRemoteStorageManager, mds, max_bytes: int, threads: 
     return total
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(fn, pid: int):
+    """``fn()``, its wall time, this process's CPU time and process ``pid``'s CPU time."""
+    w, c, s = time.perf_counter(), time.process_time(), server_cpu(pid)
+    result = fn()
+    return result, time.perf_counter() - w, time.process_time() - c, server_cpu(pid) - s
+
+
 def check_count(what: str, got: int, expected: int, unit: str) -> None:
     assert got == expected, f"{what} read {got} {unit} of {expected}"
 
@@ -194,30 +213,38 @@ def main() -> None:
         cache = RemoteIndexCache(rsm, base / "index-cache")
         for md in mds:
             cache.get_index_entry(md)                       # warm
-        best = {"remote": float("inf"), "store": float("inf"), "local": float("inf")}
+        sides = ("remote", "store", "local")
+        best = dict.fromkeys(sides, float("inf"))
+        cpu = {k: [0.0, 0.0] for k in sides}              # client, server CPU seconds over the repeats
+        pid = server.proc.pid
+
+        def account(side: str, wall: float, client: float, srv: float) -> None:
+            best[side] = min(best[side], wall)
+            cpu[side][0] += client
+            cpu[side][1] += srv
+
         with Log.open(tiered_dir, read_only=True) as tiered, Log.open(log_dir, read_only=True) as local:
             for _ in range(args.repeat):
                 with UnifiedLog(tiered, TIP, rlmm, rsm, cache, read_ahead=args.read_ahead,
                                 threads=args.threads) as ulog:
-                    t = time.perf_counter()
-                    rows = sweep(ulog, 0, local_start, args.max_bytes)
-                    best["remote"] = min(best["remote"], time.perf_counter() - t)
+                    rows, *t = timed(lambda: sweep(ulog, 0, local_start, args.max_bytes), pid)
+                account("remote", *t)
                 check_count("remote sweep", rows, local_start, "records")
-                t = time.perf_counter()
-                got = store_sweep(rsm, mds, args.max_bytes, args.threads)
-                best["store"] = min(best["store"], time.perf_counter() - t)
+                got, *t = timed(lambda: store_sweep(rsm, mds, args.max_bytes, args.threads), pid)
+                account("store", *t)
                 check_count("store sweep", got, remote_bytes, "bytes")
-                t = time.perf_counter()
-                rows = sweep(local, 0, local_start, args.max_bytes)
-                best["local"] = min(best["local"], time.perf_counter() - t)
+                rows, *t = timed(lambda: sweep(local, 0, local_start, args.max_bytes), pid)
+                account("local", *t)
                 check_count("local sweep", rows, local_start, "records")
         cache.close()
         rlmm.close()
         rate = {k: remote_bytes / MiB / v for k, v in best.items()}
         print(f"max_bytes {args.max_bytes}, {args.threads} threads, read-ahead {args.read_ahead}, "
               f"best of {args.repeat}")
-        for k in ("remote", "store", "local"):
-            print(f"{k:7s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s")
+        gib = remote_bytes / (1 << 30) * args.repeat
+        print(f"{'':7s} {'MB/s':>8s}  {'best s':>7s}  CPU s/GiB: client  server")
+        for k in sides:
+            print(f"{k:7s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s  {cpu[k][0] / gib:17.2f}  {cpu[k][1] / gib:6.2f}")
         ratio = rate["remote"] / rate["store"]
         print(f"remote / store = {ratio:.2f}x (goal >= 0.8x: {'met' if ratio >= 0.8 else 'missed'}); "
               f"remote / local = {rate['remote'] / rate['local']:.2f}x")
