@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CorruptRecordError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, InvalidConfigError, OffsetOutOfRangeError
 from ..format import decode_run, empty_table
 from ..format.batch_header import LOG_OVERHEAD, BatchField
 from ..format.log_input_stream import default_max_decompressed
@@ -52,7 +52,7 @@ from .storage_manager import RemoteStorageManager, describe_segment
 logger = logging.getLogger(__name__)
 
 MIN_CHUNK = 256 << 10
-MAX_CHUNK = 16 << 20
+MAX_CHUNK = 8 << 20
 FETCHES_PER_CHUNK = 4           # a chunk read ahead holds this many fetches of max_bytes
 DEFAULT_READ_AHEAD = 8
 
@@ -84,6 +84,11 @@ class _Sweep:
             _, _, data = self.pieces.popleft()
             if isinstance(data, Future):
                 data.cancel()
+
+
+def read_ahead_chunk(max_bytes: int) -> int:
+    """The size of the ranged reads a sweep of fetches of ``max_bytes`` issues ahead (by default)."""
+    return min(MAX_CHUNK, max(MIN_CHUNK, FETCHES_PER_CHUNK * max_bytes))
 
 
 def _cancel(sweep: _Sweep) -> None:
@@ -125,12 +130,18 @@ class UnifiedLog:
     """``Log`` ``log`` plus its remote tier: ``rlmm`` and ``rsm`` for partition ``tip``, ``cache``
     the ``RemoteIndexCache``. ``read``/``fetch``/``offsets_for_times``/``fetch_offset_by_timestamp``
     span both tiers; closing closes the thread pool (the log, RLMM, RSM and cache are the
-    caller's)."""
+    caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes`` ahead
+    (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB) on ``threads``
+    threads."""
 
     def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
-                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4) -> None:
+                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4,
+                 chunk_bytes: int | None = None) -> None:
+        if chunk_bytes is not None and chunk_bytes <= 0:
+            raise InvalidConfigError(f"chunk_bytes must be positive, not {chunk_bytes}")
         self.log, self.tip, self.rlmm, self.rsm, self.cache = log, tip, rlmm, rsm, cache
         self.read_ahead = read_ahead
+        self.chunk_bytes = chunk_bytes
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
@@ -344,9 +355,8 @@ class UnifiedLog:
             parts.append(memoryview(got)[max(position, first) - first:min(end, last) - first])
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    @staticmethod
-    def _chunk(max_bytes: int) -> int:
-        return min(MAX_CHUNK, max(MIN_CHUNK, FETCHES_PER_CHUNK * max_bytes))
+    def _chunk(self, max_bytes: int) -> int:
+        return self.chunk_bytes or read_ahead_chunk(max_bytes)
 
     def _issue_ahead(self, sweep: _Sweep) -> None:
         """Keep ``read_ahead`` ranged reads ahead of the piece being read: the segment's next
@@ -490,4 +500,4 @@ class UnifiedLog:
         return f"UnifiedLog({self.log.dir}, {self.tip}, {self.rsm!r})"
 
 
-__all__ = ["UnifiedLog"]
+__all__ = ["UnifiedLog", "read_ahead_chunk"]
