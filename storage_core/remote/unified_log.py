@@ -343,15 +343,14 @@ class UnifiedLog:
         """Bytes ``[position, end)`` of the sweep's segment: a slice of one piece (no copy), the
         pieces joined where it straddles them; what lies past the reads issued is read now."""
         if sweep.issued_to < end:
-            data = self._range(sweep.segment, sweep.issued_to, end)
-            sweep.pieces.append((sweep.issued_to, end, data))
+            sweep.pieces.append((sweep.issued_to, end, self._range(sweep.segment, sweep.issued_to, end)))
             sweep.issued_to = end
         sweep.drop_before(position)
         parts = []
-        for first, last, data in sweep.pieces:
+        for first, last, piece in sweep.pieces:
             if first >= end:
                 break
-            got = data.result() if isinstance(data, Future) else data
+            got = piece.result() if isinstance(piece, Future) else piece
             parts.append(memoryview(got)[max(position, first) - first:min(end, last) - first])
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
