@@ -72,6 +72,9 @@ class _Sweep:
     issued_to: int = 0                          # end position of the last read issued
     next_offset: int = -1                       # the offset whose batch starts at ``start``
     following: "_Sweep | None" = None           # the next remote segment, read ahead near the end
+    # where a fetch that straddles pieces is joined, reused (decoding copies what it returns,
+    # so no table keeps it): a fresh buffer per fetch would cost the allocator's page faults
+    scratch: bytearray | None = None
 
     def covers(self, md: RemoteLogSegmentMetadata, position: int) -> bool:
         """``position`` of segment ``md`` lies in the bytes read or issued (or just after)."""
@@ -341,7 +344,8 @@ class UnifiedLog:
 
     def _view(self, sweep: _Sweep, position: int, end: int) -> bytes | memoryview:
         """Bytes ``[position, end)`` of the sweep's segment: a slice of one piece (no copy), the
-        pieces joined where it straddles them; what lies past the reads issued is read now."""
+        pieces joined in the sweep's scratch buffer where it straddles them (valid until the next
+        call); what lies past the reads issued is read now."""
         if sweep.issued_to < end:
             sweep.pieces.append((sweep.issued_to, end, self._range(sweep.segment, sweep.issued_to, end)))
             sweep.issued_to = end
@@ -352,7 +356,16 @@ class UnifiedLog:
                 break
             got = piece.result() if isinstance(piece, Future) else piece
             parts.append(memoryview(got)[max(position, first) - first:min(end, last) - first])
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        if len(parts) == 1:
+            return parts[0]
+        n = end - position
+        if sweep.scratch is None or len(sweep.scratch) < n:
+            sweep.scratch = bytearray(n)
+        joined, at = memoryview(sweep.scratch), 0
+        for part in parts:
+            joined[at:at + len(part)] = part
+            at += len(part)
+        return joined[:n]
 
     def _chunk(self, max_bytes: int) -> int:
         return self.chunk_bytes or read_ahead_chunk(max_bytes)
