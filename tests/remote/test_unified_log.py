@@ -6,7 +6,11 @@ segments, one aborted by a marker in the first local segment), through ``offsets
 and ListOffsets' special timestamps answer as Kafka's do; once a segment's indexes are cached a
 random offset costs at most two object requests (counted by a counting adapter around the real
 RSM: instrumentation, not a mock); offsets in neither tier are out of range; the store going
-away fails a read naming the segment and the store, and local data is untouched."""
+away fails a read naming the segment and the store, and local data is untouched. Sweeps: fetches
+that straddle the chunks read ahead return what a single read of their offset returns; the reads
+ahead cover each segment once, in aligned chunks, never past its end; a store failing while reads
+are in flight ahead fails the sweep naming segment and store, which then resumes whole; a segment
+deleted after it was read (its object kept open) fails as a missing object."""
 
 from __future__ import annotations
 
