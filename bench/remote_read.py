@@ -4,23 +4,32 @@ for the same bytes, in the same run, with the local-tier sweep beside it.
 
 * remote: ``UnifiedLog.fetch`` from offset 0 to the local log start (every record decoded into
   Arrow, as ``Log.read`` does), ``--max-bytes`` per fetch, the index cache warm, ranged reads
-  issued ahead in parallel (``--threads`` workers, ``--read-ahead`` chunks).
-* store: plain pyarrow ranged reads of the same ``.log`` objects, ``--max-bytes`` each,
-  ``--threads`` at a time (``read_at`` on ``S3FileSystem.open_input_file``), nothing decoded.
+  issued ahead in parallel (``--threads`` workers, ``--read-ahead`` chunks of ``--chunk-bytes``,
+  by default UnifiedLog's own: four fetches, at most 8 MiB).
+* store: plain pyarrow ranged reads of the same ``.log`` objects, the requests the remote sweep
+  makes: each object opened once (``S3FileSystem.open_input_file``, which asks its size), then
+  ``read_at`` of every chunk, ``--threads`` at a time, nothing decoded.
+* store-4m: the baseline of the first measurements: ``--max-bytes`` ranged reads, each opening
+  the object (one more request per read), ``--threads`` at a time. The goal is measured against
+  the faster of the two store sides.
 * local: ``Log.fetch`` of the same offsets from an untiered copy of the log (page cache warm).
 
 MB/s are the ``.log`` bytes of the tiered segments over the wall time. Best of ``--repeat``, the
-sides alternating. Goal (issue 19): remote >= 0.8x store. Each sweep's record count is checked
-against the records written.
+sides alternating. Beside it, CPU seconds per GiB swept (mean over the repeats): the client's
+(this process, ``time.process_time``) and the S3 server's (the ``weed`` process, from
+``/proc/<pid>/stat``), less noisy than wall time on a shared machine. Goal (issue 19): remote
+>= 0.8x store. Each sweep's record count (or byte count) is checked against what was written.
 
     .venv/bin/python bench/remote_read.py [--gib 1] [--max-bytes 4194304] [--threads 8]
-                                          [--read-ahead 8] [--repeat 3] [--dir /tmp/kafkalog-remote-bench]
+                                          [--read-ahead 8] [--chunk-bytes N] [--repeat 3]
+                                          [--dir /tmp/kafkalog-remote-bench]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shutil
 import sys
 import time
@@ -43,6 +52,7 @@ from storage_core.remote import (LogSegmentData, PyArrowRemoteStorageManager, Re
                                  RemoteLogSegmentFileType, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                                  RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
                                  TopicBasedRemoteLogMetadataManager, TopicIdPartition, UnifiedLog)
+from storage_core.remote.unified_log import read_ahead_chunk                     # noqa: E402
 
 MiB = 1 << 20
 TS0 = 1_700_000_000_000
@@ -139,19 +149,42 @@ def sweep(reader, start: int, end: int, max_bytes: int) -> int:
     return rows
 
 
-def store_sweep(rsm: PyArrowRemoteStorageManager, mds, max_bytes: int, threads: int) -> int:
-    """Plain ranged reads of the same objects, ``threads`` in flight."""
+def store_sweep(rsm: PyArrowRemoteStorageManager, mds, chunk: int, threads: int, open_once: bool = True) -> int:
+    """Plain ranged reads of the same objects, ``chunk`` bytes each, ``threads`` in flight: each
+    object opened once (``read_at`` is safe from several threads), or once per read."""
+    fs = rsm.filesystem
+    paths = [rsm.object_path(md, RemoteLogSegmentFileType.SEGMENT) for md in mds]
+    opened = {p: fs.open_input_file(p) for p in paths} if open_once else {}
+
     def one(path: str, pos: int, n: int) -> int:
-        with rsm.filesystem.open_input_file(path) as f:
+        if open_once:
+            return len(opened[path].read_at(n, pos))
+        with fs.open_input_file(path) as f:
             return len(f.read_at(n, pos))
 
-    total = 0
     with ThreadPoolExecutor(threads) as pool:
-        futures = [pool.submit(one, rsm.object_path(md, RemoteLogSegmentFileType.SEGMENT), pos,
-                               min(max_bytes, md.segment_size_in_bytes - pos))
-                   for md in mds for pos in range(0, md.segment_size_in_bytes, max_bytes)]
+        futures = [pool.submit(one, path, pos, min(chunk, md.segment_size_in_bytes - pos))
+                   for md, path in zip(mds, paths) for pos in range(0, md.segment_size_in_bytes, chunk)]
         total = sum(f.result() for f in futures)
+    for f in opened.values():
+        f.close()
     return total
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(fn, pid: int):
+    """``fn()``, its wall time, this process's CPU time and process ``pid``'s CPU time."""
+    w, c, s = time.perf_counter(), time.process_time(), server_cpu(pid)
+    result = fn()
+    return result, time.perf_counter() - w, time.process_time() - c, server_cpu(pid) - s
 
 
 def check_count(what: str, got: int, expected: int, unit: str) -> None:
@@ -164,6 +197,7 @@ def main() -> None:
     ap.add_argument("--max-bytes", type=int, default=4 * MiB)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--read-ahead", type=int, default=8)
+    ap.add_argument("--chunk-bytes", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-remote-bench")
     ap.add_argument("--segment-mib", type=int, default=128)
@@ -194,32 +228,47 @@ def main() -> None:
         cache = RemoteIndexCache(rsm, base / "index-cache")
         for md in mds:
             cache.get_index_entry(md)                       # warm
-        best = {"remote": float("inf"), "store": float("inf"), "local": float("inf")}
+        chunk = args.chunk_bytes or read_ahead_chunk(args.max_bytes)
+        sides = ("remote", "store", "store-4m", "local")
+        best = dict.fromkeys(sides, float("inf"))
+        cpu = {k: [0.0, 0.0] for k in sides}              # client, server CPU seconds over the repeats
+        pid = server.proc.pid
+
+        def account(side: str, wall: float, client: float, srv: float) -> None:
+            best[side] = min(best[side], wall)
+            cpu[side][0] += client
+            cpu[side][1] += srv
+
         with Log.open(tiered_dir, read_only=True) as tiered, Log.open(log_dir, read_only=True) as local:
             for _ in range(args.repeat):
                 with UnifiedLog(tiered, TIP, rlmm, rsm, cache, read_ahead=args.read_ahead,
-                                threads=args.threads) as ulog:
-                    t = time.perf_counter()
-                    rows = sweep(ulog, 0, local_start, args.max_bytes)
-                    best["remote"] = min(best["remote"], time.perf_counter() - t)
+                                threads=args.threads, chunk_bytes=chunk) as ulog:
+                    rows, *t = timed(lambda: sweep(ulog, 0, local_start, args.max_bytes), pid)
+                account("remote", *t)
                 check_count("remote sweep", rows, local_start, "records")
-                t = time.perf_counter()
-                got = store_sweep(rsm, mds, args.max_bytes, args.threads)
-                best["store"] = min(best["store"], time.perf_counter() - t)
+                got, *t = timed(lambda: store_sweep(rsm, mds, chunk, args.threads), pid)
+                account("store", *t)
                 check_count("store sweep", got, remote_bytes, "bytes")
-                t = time.perf_counter()
-                rows = sweep(local, 0, local_start, args.max_bytes)
-                best["local"] = min(best["local"], time.perf_counter() - t)
+                got, *t = timed(lambda: store_sweep(rsm, mds, args.max_bytes, args.threads, open_once=False), pid)
+                account("store-4m", *t)
+                check_count("store-4m sweep", got, remote_bytes, "bytes")
+                rows, *t = timed(lambda: sweep(local, 0, local_start, args.max_bytes), pid)
+                account("local", *t)
                 check_count("local sweep", rows, local_start, "records")
         cache.close()
         rlmm.close()
         rate = {k: remote_bytes / MiB / v for k, v in best.items()}
-        print(f"max_bytes {args.max_bytes}, {args.threads} threads, read-ahead {args.read_ahead}, "
-              f"best of {args.repeat}")
-        for k in ("remote", "store", "local"):
-            print(f"{k:7s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s")
-        ratio = rate["remote"] / rate["store"]
-        print(f"remote / store = {ratio:.2f}x (goal >= 0.8x: {'met' if ratio >= 0.8 else 'missed'}); "
+        print(f"max_bytes {args.max_bytes}, {args.threads} threads, read-ahead {args.read_ahead} chunks of "
+              f"{chunk} bytes, best of {args.repeat}")
+        gib = remote_bytes / (1 << 30) * args.repeat
+        print(f"{'':8s} {'MB/s':>8s}  {'best s':>7s}  CPU s/GiB: client  server   sum")
+        for k in sides:
+            client, srv = cpu[k][0] / gib, cpu[k][1] / gib
+            print(f"{k:8s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s  {client:17.2f}  {srv:6.2f}  {client + srv:4.2f}")
+        store = max(rate["store"], rate["store-4m"])
+        ratio = rate["remote"] / store
+        print(f"remote / store = {ratio:.2f}x (goal >= 0.8x: {'met' if ratio >= 0.8 else 'missed'}; against the "
+              f"faster store side); remote / store-4m = {rate['remote'] / rate['store-4m']:.2f}x; "
               f"remote / local = {rate['remote'] / rate['local']:.2f}x")
     finally:
         server.stop()

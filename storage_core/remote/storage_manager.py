@@ -24,6 +24,14 @@ complete. A failed copy deletes what it wrote (as ``LocalTieredStorage`` does); 
 process leaves under ``.kafkalog-uploads`` is never read, and ``delete_log_segment_data`` of the
 segment removes it.
 
+Ranged reads of a segment's ``.log`` in an object store share one open file per object (a few
+are kept, the least recently read forgotten first): pyarrow's S3 file asks the object's size
+when it is opened, so a sweep of a segment costs that request once, not once per ranged read. A
+read through a shared file that fails forgets it and is tried once more on the object opened
+afresh, so that a deleted object or a store gone away fails as it fails to open (the segment
+ids are unique and an object is complete once it has its name: a shared file never sees its
+object change).
+
 Configuration follows Kafka's plugin convention: the broker properties under
 ``remote.log.storage.manager.impl.prefix`` (default ``rsm.config.``), prefix stripped
 (``from_broker_properties``). Secrets are never logged nor shown in errors or ``repr``.
@@ -36,7 +44,9 @@ import io
 import logging
 import os
 import secrets
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -63,6 +73,7 @@ DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX = "rsm.config."
 ROOT_STORAGE_DIR_NAME = "kafka-tiered-storage"          # LocalTieredStorage.ROOT_STORAGE_DIR_NAME
 UPLOADS_DIR_NAME = ".kafkalog-uploads"
 _CHUNK = 8 << 20
+_OPEN_SEGMENTS = 16             # segment objects kept open for ranged reads (object stores)
 
 
 class IndexType(enum.Enum):
@@ -317,11 +328,15 @@ def _open_s3(configs: Mapping[str, object], parts: SplitResult, uri: str) -> tup
 
 class RemoteInputStream(io.RawIOBase):
     """Bytes ``[start, end)`` of one object, read with ranged reads; a failure names the segment,
-    the object and the store. Reading everything at once is one request."""
+    the object and the store. Reading everything at once is one request. With ``reopen`` the
+    file is shared (closing the stream leaves it open) and a failed read is tried once more on
+    the file ``reopen`` opens (the stream's own)."""
 
-    def __init__(self, file: pa.NativeFile, start: int, end: int, what: str) -> None:
+    def __init__(self, file: pa.NativeFile, start: int, end: int, what: str,
+                 reopen: Callable[[], pa.NativeFile] | None = None) -> None:
         super().__init__()
-        self._file, self._pos, self._end, self._what = file, start, end, what
+        self._file, self._pos, self._end, self._what, self._reopen = file, start, end, what, reopen
+        self._shared = reopen is not None
 
     def readable(self) -> bool:
         return True
@@ -330,12 +345,26 @@ class RemoteInputStream(io.RawIOBase):
         try:
             data = self._file.read_at(n, self._pos)
         except OSError as e:
+            if self._reopen is not None:
+                return self._read_reopened(n)
             raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
         if len(data) < n and n > 0 and not data:
+            if self._reopen is not None:
+                return self._read_reopened(n)
             raise RemoteStorageError(f"Reading {self._what} at byte {self._pos}: the object ends before byte "
                                      f"{self._end} (truncated or replaced)")
         self._pos += len(data)
         return data
+
+    def _read_reopened(self, n: int) -> bytes:
+        reopen, self._reopen = self._reopen, None
+        assert reopen is not None
+        try:
+            self._file = reopen()
+        except OSError as e:            # a deleted object, a store gone away: as a fresh read fails
+            raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
+        self._shared = False            # the stream's own from now on
+        return self._read_at(n)
 
     def readinto(self, b: WriteableBuffer) -> int:
         out = memoryview(b).cast("B")
@@ -358,7 +387,8 @@ class RemoteInputStream(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             try:
-                self._file.close()
+                if not self._shared:
+                    self._file.close()
             finally:
                 super().close()
 
@@ -407,6 +437,8 @@ class PyArrowRemoteStorageManager:
         # folders are made by the first copy, not here: a reader (kafkalog dump/verify, the Spark
         # source) pointed at the wrong folder must not create anything in it
         self._object_store = self.filesystem.type_name in ("s3", "gcs", "abfs")
+        self._open_segments: OrderedDict[str, pa.NativeFile] = OrderedDict()
+        self._open_lock = threading.Lock()
         logger.info("Remote storage manager on %s (objects under %s)", self.store, ROOT_STORAGE_DIR_NAME)
 
     @classmethod
@@ -522,11 +554,40 @@ class PyArrowRemoteStorageManager:
                                       f"of {size} bytes")
         path = self.object_path(metadata, RemoteLogSegmentFileType.SEGMENT)
         what = f"{describe_segment(metadata)}, object {path} in {self.store}"
+        if self._object_store:
+            return RemoteInputStream(self._segment_file(path, what), start_position, end_position + 1, what,
+                                     reopen=lambda: self._reopen_segment_file(path))
+        return RemoteInputStream(self._open(path, what), start_position, end_position + 1, what)
+
+    def _open(self, path: str, what: str) -> pa.NativeFile:
         try:
-            file = self.filesystem.open_input_file(path)
+            return self.filesystem.open_input_file(path)
         except OSError as e:
             raise _storage_error(f"Fetching {what}", e) from e
-        return RemoteInputStream(file, start_position, end_position + 1, what)
+
+    def _segment_file(self, path: str, what: str) -> pa.NativeFile:
+        """The shared open file of a segment object (opened, one request, on its first read).
+        Its ``read_at`` is safe from several threads: each is a ranged GET of its own."""
+        with self._open_lock:
+            file = self._open_segments.get(path)
+            if file is not None:
+                self._open_segments.move_to_end(path)
+                return file
+        file = self._open(path, what)
+        with self._open_lock:
+            # another thread may have opened it meanwhile: keep one
+            file = self._open_segments.setdefault(path, file)
+            self._open_segments.move_to_end(path)
+            while len(self._open_segments) > _OPEN_SEGMENTS:
+                # not closed: a read may still use it (pyarrow closes it with its last reference)
+                self._open_segments.popitem(last=False)
+        return file
+
+    def _reopen_segment_file(self, path: str) -> pa.NativeFile:
+        """After a failed read: forget the shared file, open the object afresh (pyarrow's error)."""
+        with self._open_lock:
+            self._open_segments.pop(path, None)
+        return self.filesystem.open_input_file(path)
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> RemoteInputStream:
         file_type = _FILE_TYPE_OF_INDEX[IndexType(index_type)]
@@ -583,7 +644,10 @@ class PyArrowRemoteStorageManager:
             _fsync_dir(self.partition_path(metadata.topic_id_partition))
 
     def close(self) -> None:
-        """Nothing to release: pyarrow's file systems hold no open objects between calls."""
+        """Forget the segment objects kept open (pyarrow's object store files hold no connection
+        between reads)."""
+        with self._open_lock:
+            self._open_segments.clear()
 
     def __enter__(self) -> "PyArrowRemoteStorageManager":
         return self

@@ -17,7 +17,10 @@ cache, skipping segments whose metadata says ``txnIdxEmpty``, then the local one
 stable offset bounds ``read_committed``). A random read costs one ranged read (two when its
 first batch is larger than ``max_bytes``); a sequential sweep keeps the bytes past the last
 whole batch and issues the next ranged reads ahead, in parallel on a small thread pool, at most
-``read_ahead`` chunks per sweep (bounded memory).
+``read_ahead`` chunks per sweep (bounded memory). The chunks read ahead are whole multiples of
+the chunk size in the object (whatever offset the sweep began at: the store serves the same
+aligned ranges), several fetches long, so that most fetches lie in one chunk and decode a slice
+of it without a copy; only a fetch that straddles two chunks joins its bytes.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CorruptRecordError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, InvalidConfigError, OffsetOutOfRangeError
 from ..format import decode_run, empty_table
 from ..format.batch_header import LOG_OVERHEAD, BatchField
 from ..format.log_input_stream import default_max_decompressed
@@ -50,32 +53,52 @@ logger = logging.getLogger(__name__)
 
 MIN_CHUNK = 256 << 10
 MAX_CHUNK = 8 << 20
+FETCHES_PER_CHUNK = 4           # a chunk read ahead holds this many fetches of max_bytes
 DEFAULT_READ_AHEAD = 8
+
+# [start, end) of a segment's .log: its bytes, or the ranged read that brings them
+_Piece = tuple[int, int, "Future[bytes] | bytes"]
 
 
 @dataclass
 class _Sweep:
-    """The bytes of one remote segment already read past the last batch returned, and the
-    ranged reads issued ahead of them (contiguous, in order)."""
+    """A sequential read of one remote segment: its ranged reads, received or in flight,
+    contiguous and in order from the first not yet wholly returned."""
 
     segment: RemoteLogSegmentMetadata
-    start: int                                  # position of ``buffer[0]`` in the segment
-    buffer: bytes | memoryview
+    start: int                                  # where the next fetch of the sweep begins
     chunk: int
-    ahead: deque[Future[bytes]] = field(default_factory=deque)
+    pieces: deque[_Piece] = field(default_factory=deque)
     issued_to: int = 0                          # end position of the last read issued
     next_offset: int = -1                       # the offset whose batch starts at ``start``
     following: "_Sweep | None" = None           # the next remote segment, read ahead near the end
+    # where a fetch that straddles pieces is joined, reused (decoding copies what it returns,
+    # so no table keeps it): a fresh buffer per fetch would cost the allocator's page faults
+    scratch: bytearray | None = None
 
-    @property
-    def end(self) -> int:
-        return self.start + len(self.buffer)
+    def covers(self, md: RemoteLogSegmentMetadata, position: int) -> bool:
+        """``position`` of segment ``md`` lies in the bytes read or issued (or just after)."""
+        first = self.pieces[0][0] if self.pieces else self.issued_to
+        return self.segment.remote_log_segment_id == md.remote_log_segment_id and first <= position <= self.issued_to
+
+    def drop_before(self, position: int) -> None:
+        """Forget the pieces that end at or before ``position`` (returned already)."""
+        while self.pieces and self.pieces[0][1] <= position:
+            _, _, data = self.pieces.popleft()
+            if isinstance(data, Future):
+                data.cancel()
+
+
+def read_ahead_chunk(max_bytes: int) -> int:
+    """The size of the ranged reads a sweep of fetches of ``max_bytes`` issues ahead (by default)."""
+    return min(MAX_CHUNK, max(MIN_CHUNK, FETCHES_PER_CHUNK * max_bytes))
 
 
 def _cancel(sweep: _Sweep) -> None:
     """Cancel the reads issued ahead that have not started (those running finish unused)."""
-    for f in sweep.ahead:
-        f.cancel()
+    for _, _, data in sweep.pieces:
+        if isinstance(data, Future):
+            data.cancel()
     if sweep.following is not None:
         _cancel(sweep.following)
 
@@ -110,12 +133,18 @@ class UnifiedLog:
     """``Log`` ``log`` plus its remote tier: ``rlmm`` and ``rsm`` for partition ``tip``, ``cache``
     the ``RemoteIndexCache``. ``read``/``fetch``/``offsets_for_times``/``fetch_offset_by_timestamp``
     span both tiers; closing closes the thread pool (the log, RLMM, RSM and cache are the
-    caller's)."""
+    caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes`` ahead
+    (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB) on ``threads``
+    threads."""
 
     def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
-                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4) -> None:
+                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4,
+                 chunk_bytes: int | None = None) -> None:
+        if chunk_bytes is not None and chunk_bytes <= 0:
+            raise InvalidConfigError(f"chunk_bytes must be positive, not {chunk_bytes}")
         self.log, self.tip, self.rlmm, self.rsm, self.cache = log, tip, rlmm, rsm, cache
         self.read_ahead = read_ahead
+        self.chunk_bytes = chunk_bytes
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
@@ -191,7 +220,13 @@ class UnifiedLog:
         if offset >= upper:
             return FetchResult(empty_table(), offset)
         with self._lock:
-            return self._fetch_remote(md, offset, upper, max_bytes, committed)
+            try:
+                return self._fetch_remote(md, offset, upper, max_bytes, committed)
+            except BaseException:
+                # a failed ranged read (issued ahead or not) ends the sweep: a later fetch reads
+                # afresh rather than past a hole in the bytes
+                self._drop_sweep()
+                raise
 
     def _fetch_remote(self, md: RemoteLogSegmentMetadata, offset: int, upper: int, max_bytes: int,
                       committed: bool) -> FetchResult:
@@ -209,7 +244,7 @@ class UnifiedLog:
             if following is None or following.segment.remote_log_segment_id != md.remote_log_segment_id:
                 if following is not None:
                     _cancel(following)
-                following = _Sweep(md, 0, b"", self._chunk(max_bytes), next_offset=offset)
+                following = _Sweep(md, 0, self._chunk(max_bytes), next_offset=offset)
             self._sweep = sweep = following
             sequential = True
         if sequential:
@@ -297,43 +332,53 @@ class UnifiedLog:
             return b"", position
         sweep = self._sweep
         want = min(size, position + max_bytes)
-        if sweep is not None and sweep.segment.remote_log_segment_id == md.remote_log_segment_id \
-                and sweep.start <= position <= sweep.end:
-            # a sequential sweep: use what is read already, then the reads issued ahead
+        if sweep is not None and sweep.covers(md, position):
             if sequential:
+                sweep.drop_before(position)
                 self._issue_ahead(sweep)
-            parts: list[bytes | memoryview] = [memoryview(sweep.buffer)[position - sweep.start:]]
-            have = sweep.end
-            while have < want and sweep.ahead:
-                chunk = sweep.ahead.popleft().result()
-                parts.append(chunk)
-                have += len(chunk)
-            if have < want:
-                parts.append(self._range(md, have, want))
-                have = want
-            sweep.start, sweep.buffer = position, parts[0] if len(parts) == 1 else b"".join(parts)
-            sweep.issued_to = max(sweep.issued_to, have)
-            if sequential:
-                self._issue_ahead(sweep)
-            return sweep.buffer, position
+            return self._view(sweep, position, want), position
         self._drop_sweep()
         data = self._range(md, position, want)
-        self._sweep = _Sweep(md, position, data, self._chunk(max_bytes), issued_to=want)
+        self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want)
         return data, position
 
-    @staticmethod
-    def _chunk(max_bytes: int) -> int:
-        return min(MAX_CHUNK, max(MIN_CHUNK, max_bytes))
+    def _view(self, sweep: _Sweep, position: int, end: int) -> bytes | memoryview:
+        """Bytes ``[position, end)`` of the sweep's segment: a slice of one piece (no copy), the
+        pieces joined in the sweep's scratch buffer where it straddles them (valid until the next
+        call); what lies past the reads issued is read now."""
+        if sweep.issued_to < end:
+            sweep.pieces.append((sweep.issued_to, end, self._range(sweep.segment, sweep.issued_to, end)))
+            sweep.issued_to = end
+        sweep.drop_before(position)
+        parts = []
+        for first, last, piece in sweep.pieces:
+            if first >= end:
+                break
+            got = piece.result() if isinstance(piece, Future) else piece
+            parts.append(memoryview(got)[max(position, first) - first:min(end, last) - first])
+        if len(parts) == 1:
+            return parts[0]
+        n = end - position
+        if sweep.scratch is None or len(sweep.scratch) < n:
+            sweep.scratch = bytearray(n)
+        joined, at = memoryview(sweep.scratch), 0
+        for part in parts:
+            joined[at:at + len(part)] = part
+            at += len(part)
+        return joined[:n]
+
+    def _chunk(self, max_bytes: int) -> int:
+        return self.chunk_bytes or read_ahead_chunk(max_bytes)
 
     def _issue_ahead(self, sweep: _Sweep) -> None:
-        """Keep ``read_ahead`` ranged reads in flight: the segment's next chunks, then, near its
-        end, the first chunks of the remote segment that follows it (below the local log)."""
+        """Keep ``read_ahead`` ranged reads ahead of the piece being read: the segment's next
+        chunks, then, near its end, the first chunks of the remote segment that follows it (below
+        the local log)."""
+        limit = self.read_ahead + 1
         size = sweep.segment.segment_size_in_bytes
-        while len(sweep.ahead) < self.read_ahead and sweep.issued_to < size:
-            end = min(size, sweep.issued_to + sweep.chunk)
-            sweep.ahead.append(self._pool.submit(self._range, sweep.segment, sweep.issued_to, end))
-            sweep.issued_to = end
-        room = self.read_ahead - len(sweep.ahead)
+        while len(sweep.pieces) < limit and sweep.issued_to < size:
+            self._issue(sweep)
+        room = limit - len(sweep.pieces)
         if room <= 0 or sweep.issued_to < size:
             return
         if sweep.following is None:
@@ -341,35 +386,44 @@ class UnifiedLog:
             md = self.remote_segment_for(after) if after < self.log.log_start_offset else None
             if md is None or md.start_offset != after:
                 return
-            sweep.following = _Sweep(md, 0, b"", sweep.chunk, next_offset=after)
+            sweep.following = _Sweep(md, 0, sweep.chunk, next_offset=after)
         following = sweep.following
         size = following.segment.segment_size_in_bytes
-        while len(following.ahead) < room and following.issued_to < size:
-            end = min(size, following.issued_to + following.chunk)
-            following.ahead.append(self._pool.submit(self._range, following.segment, following.issued_to, end))
-            following.issued_to = end
+        while len(following.pieces) < room and following.issued_to < size:
+            self._issue(following)
+
+    def _issue(self, sweep: _Sweep) -> None:
+        """One ranged read ahead, on the pool: up to the next multiple of the chunk size."""
+        start = sweep.issued_to
+        end = min(sweep.segment.segment_size_in_bytes, (start // sweep.chunk + 1) * sweep.chunk)
+        sweep.pieces.append((start, end, self._pool.submit(self._range, sweep.segment, start, end)))
+        sweep.issued_to = end
 
     def _whole_first_batch(self, md: RemoteLogSegmentMetadata, data: bytes | memoryview, start: int,
                            max_bytes: int) -> tuple[bytes | memoryview, int]:
         """``data`` with its first batch whole (a fetch returns at least one batch: one larger
-        than ``max_bytes`` is completed by a second ranged read), and where decoding stops."""
+        than ``max_bytes`` is completed by a second ranged read, or from the sweep's reads ahead),
+        and where decoding stops."""
         if len(data) < LOG_OVERHEAD:
             return data, max_bytes
         first = LOG_OVERHEAD + _field(data, 0, BatchField.LENGTH)
-        if first > len(data) and start + len(data) < md.segment_size_in_bytes:
-            data = bytes(data) + self._range(md, start + len(data), min(md.segment_size_in_bytes, start + first))
+        size = md.segment_size_in_bytes
+        if first > len(data) and start + len(data) < size:
+            end = min(size, start + first)
+            sweep = self._sweep
+            if sweep is not None and sweep.covers(md, start):
+                return self._view(sweep, start, end), max(max_bytes, first)
+            data = bytes(data) + self._range(md, start + len(data), end)
             self._drop_sweep()
-            self._sweep = _Sweep(md, start, data, self._chunk(max_bytes),
-                                 issued_to=start + len(data))
+            self._sweep = _Sweep(md, start, self._chunk(max_bytes), deque([(start, end, data)]), issued_to=end)
         return data, max(max_bytes, first)
 
     def _consumed(self, md: RemoteLogSegmentMetadata, position: int, next_offset: int) -> None:
-        """Keep the sweep's bytes from ``position`` (after the last batch returned), where a
-        fetch of ``next_offset`` continues without an index lookup."""
+        """The sweep goes on from ``position`` (after the last batch returned), where a fetch of
+        ``next_offset`` continues without an index lookup."""
         sweep = self._sweep
-        if sweep is not None and sweep.segment.remote_log_segment_id == md.remote_log_segment_id \
-                and sweep.start <= position <= sweep.end:
-            sweep.buffer = memoryview(sweep.buffer)[position - sweep.start:]
+        if sweep is not None and sweep.covers(md, position):
+            sweep.drop_before(position)
             sweep.start = position
             sweep.next_offset = next_offset
 
@@ -458,4 +512,4 @@ class UnifiedLog:
         return f"UnifiedLog({self.log.dir}, {self.tip}, {self.rsm!r})"
 
 
-__all__ = ["UnifiedLog"]
+__all__ = ["UnifiedLog", "read_ahead_chunk"]

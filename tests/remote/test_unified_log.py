@@ -6,7 +6,11 @@ segments, one aborted by a marker in the first local segment), through ``offsets
 and ListOffsets' special timestamps answer as Kafka's do; once a segment's indexes are cached a
 random offset costs at most two object requests (counted by a counting adapter around the real
 RSM: instrumentation, not a mock); offsets in neither tier are out of range; the store going
-away fails a read naming the segment and the store, and local data is untouched."""
+away fails a read naming the segment and the store, and local data is untouched. Sweeps: fetches
+that straddle the chunks read ahead return what a single read of their offset returns; the reads
+ahead cover each segment once, in aligned chunks, never past its end; a store failing while reads
+are in flight ahead fails the sweep naming segment and store, which then resumes whole; a segment
+deleted after it was read (its object kept open) fails as a missing object."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import pytest
 
 from storage_core.checkpoint import EpochEntry, format_leader_epoch_checkpoint, topic_id_from_str
 from storage_core.config import LogConfig
-from storage_core.errors import OffsetOutOfRangeError, RemoteStorageError
+from storage_core.errors import OffsetOutOfRangeError, RemoteResourceNotFoundError, RemoteStorageError
 from storage_core.format import RecordInput as Record, build_batch
 from storage_core.log import Log, segment_paths
 from storage_core.producer import snapshot_path
@@ -322,5 +326,137 @@ def test_a_read_whose_target_lies_past_the_first_ranged_read_reads_on_to_it(sour
             target = rnd.choice([o for o in offsets if md.start_offset <= o <= md.end_offset])
             table = ulog.read(target, max_bytes=1)
             assert table.column("offset")[0].as_py() == target
+    cache.close()
+    rlmm.close()
+
+
+class RecordingRemoteStorageManager(PyArrowRemoteStorageManager):
+    """The real RSM, recording every ranged read of a segment (instrumentation, not a mock)."""
+
+    def __init__(self, configs: dict) -> None:
+        super().__init__(configs)
+        self.reads: list[tuple[object, int, int]] = []
+
+    def fetch_log_segment(self, metadata, start_position, end_position=None):
+        end = metadata.segment_size_in_bytes if end_position is None else end_position + 1
+        self.reads.append((metadata.remote_log_segment_id, start_position, end))
+        return super().fetch_log_segment(metadata, start_position, end_position)
+
+
+def _fetches(ulog, start: int, end: int, max_bytes: int) -> list[tuple[int, pa.Table, int]]:
+    """A sweep's fetches: (offset, table, next offset)."""
+    out, offset = [], start
+    while offset < end:
+        r = ulog.fetch(offset, max_bytes=max_bytes)
+        assert r.next_offset > offset, f"stuck at {offset}"
+        out.append((offset, r.table, r.next_offset))
+        offset = r.next_offset
+    return out
+
+
+@pytest.mark.parametrize("chunk_bytes", [1000, 7777])
+def test_a_sweep_whose_fetches_straddle_its_read_ahead_chunks_returns_what_single_reads_return(
+        source, store, tmp_path, chunk_bytes):
+    """Chunks read ahead smaller than a fetch (every fetch joins pieces of two or more) and not a
+    divisor of it: each fetch of the sweep returns the rows and next offset a fetch of that
+    offset alone returns (one ranged read, no sweep), and the sweep the log's records."""
+    _, bounds, expected, _, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, store)
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    local_start = bounds[TIERED][0]
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=3, chunk_bytes=chunk_bytes) as ulog:
+        fetches = _fetches(ulog, 0, local_start, 3000)
+        swept = pa.concat_tables([t for _, t, _ in fetches])
+        full = expected["read_uncommitted"]
+        assert swept.equals(full.filter(pa.compute.less(full.column("offset"), local_start)))
+        for offset, table, next_offset in fetches:
+            with UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=0) as alone:
+                single = alone.fetch(offset, max_bytes=3000)
+            assert table.equals(single.table) and next_offset == single.next_offset, offset
+    cache.close()
+    rlmm.close()
+
+
+def test_read_ahead_reads_each_byte_of_a_segment_once_in_aligned_chunks_never_past_its_end(source, store, tmp_path):
+    _, bounds, expected, _, _ = source
+    log, rlmm, _, mds = _tier(source, tmp_path, store)
+    rsm = RecordingRemoteStorageManager(store)
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    for md in mds:
+        cache.get_index_entry(md)
+    chunk = 5000
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=4, chunk_bytes=chunk) as ulog:
+        swept = pa.concat_tables([t for _, t, _ in _fetches(ulog, 0, bounds[TIERED][0], 3000)])
+    full = expected["read_uncommitted"]
+    assert swept.equals(full.filter(pa.compute.less(full.column("offset"), bounds[TIERED][0])))
+    for md in mds:
+        ranges = sorted((s, e) for sid, s, e in rsm.reads if sid == md.remote_log_segment_id)
+        size = md.segment_size_in_bytes
+        # contiguous from 0 to the segment's end: nothing read twice, nothing past the end
+        assert ranges[0][0] == 0 and ranges[-1][1] == size, (ranges, size)
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges
+        # after the first read, chunks end on multiples of the chunk size (or at the segment end)
+        assert all(e % chunk == 0 or e == size for _, e in ranges[1:]), ranges
+        assert len(ranges) > 3
+    cache.close()
+    rlmm.close()
+
+
+def test_a_store_failing_mid_read_ahead_fails_the_sweep_naming_segment_and_store_and_it_resumes(
+        source, seaweedfs, tmp_path):
+    """The server stops while a sweep has reads in flight ahead: a fetch fails with the segment
+    and the store named (never bytes from past a failed read); once the store is back the sweep
+    goes on from the same offset and returns every record once."""
+    _, bounds, expected, _, _ = source
+    log, rlmm, rsm, mds = _tier(source, tmp_path, seaweedfs.storage_configs(f"ul-{uuid.uuid4().hex[:10]}"))
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    for md in mds:
+        cache.get_index_entry(md)
+    local_start = bounds[TIERED][0]
+    tables, offset = [], 0
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=4, chunk_bytes=4096) as ulog:
+        for _ in range(5):
+            r = ulog.fetch(offset, max_bytes=3000)
+            tables.append(r.table)
+            offset = r.next_offset
+        seaweedfs.stop()
+        try:
+            with pytest.raises(RemoteStorageError) as info:
+                for _ in range(200):            # the reads received before the stop serve a few fetches
+                    r = ulog.fetch(offset, max_bytes=3000)
+                    tables.append(r.table)
+                    offset = r.next_offset
+            md = ulog.remote_segment_for(offset)
+            message = str(info.value)
+            assert f"offsets {md.start_offset}-{md.end_offset}" in message, message
+            assert "tieredTopic-0" in message and seaweedfs.bucket in message, message
+        finally:
+            seaweedfs.start()
+        while offset < local_start:
+            r = ulog.fetch(offset, max_bytes=3000)
+            tables.append(r.table)
+            offset = r.next_offset
+    full = expected["read_uncommitted"]
+    assert pa.concat_tables(tables).equals(full.filter(pa.compute.less(full.column("offset"), local_start)))
+    cache.close()
+    rlmm.close()
+
+
+def test_a_segment_deleted_after_it_was_read_fails_as_not_found(source, seaweedfs, tmp_path):
+    """The storage manager keeps a segment object open between ranged reads: once the segment
+    is deleted, a read fails as a missing object, naming the segment, as it did before it was
+    ever opened."""
+    log, rlmm, rsm, mds = _tier(source, tmp_path, seaweedfs.storage_configs(f"ul-{uuid.uuid4().hex[:10]}"))
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    md = mds[1]
+    cache.get_index_entry(md)
+    with log:
+        with UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+            assert ulog.read(md.start_offset, max_bytes=2000).num_rows
+        rsm.delete_log_segment_data(md)
+        with UnifiedLog(log, TIP, rlmm, rsm, cache) as ulog:
+            with pytest.raises(RemoteResourceNotFoundError) as info:
+                ulog.read(md.start_offset + 5, max_bytes=2000)
+    assert f"offsets {md.start_offset}-{md.end_offset}" in str(info.value) and seaweedfs.bucket in str(info.value)
     cache.close()
     rlmm.close()
