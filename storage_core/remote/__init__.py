@@ -23,6 +23,8 @@ from .remote_index_cache import (DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_
                                  remote_index_file_prefix)
 from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMetadataCache,
                                         RemotePartitionMetadataStore)
+from .remote_log_metadata_store import (METADATA_DIR_NAME, RemoteLogMetadataStore, RemoteLogMetadataStoreReader,
+                                        RemotePartitionState)
 from .remote_log_metadata_manager import (RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager,
                                           TopicBasedRemoteLogMetadataManagerConfig)
 from .remote_log_manager import (RLM_COPY_TASK, RLM_EXPIRATION_TASK, RemoteLogManager, TierResult,
@@ -41,6 +43,7 @@ __all__ = [
     "RemoteIndexCache", "RemoteLogLeaderEpochState", "RemoteLogMetadata", "RemoteLogMetadataCache",
     "RLM_COPY_TASK", "RLM_EXPIRATION_TASK", "RemoteLogManager", "RemoteLogManagerConfig", "TierResult",
     "is_remote_log_enabled",
+    "METADATA_DIR_NAME", "RemoteLogMetadataStore", "RemoteLogMetadataStoreReader", "RemotePartitionState",
     "RemoteLogMetadataManager", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
     "RemotePartitionMetadataStore",
     "RemoteLogSegmentFileType", "RemoteLogSegmentId", "RemoteLogSegmentMetadata",
