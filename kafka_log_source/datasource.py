@@ -30,7 +30,7 @@ from storage_core.errors import InvalidConfigError
 
 from . import catalog
 from .batch_reader import KafkaLogBatchReader
-from .offset_reader import Resolver, tp_set
+from .offset_reader import Resolver, open_tier, tp_set
 from .offsets import (LATEST, OffsetRange, TopicPartition, offsets_behind, offsets_from_json,
                       offsets_to_json, rate_limit, topic_ids_from_json)
 from .options import Latest, SourceOptions, check_at_load, parse_source_options
@@ -153,6 +153,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[TopicPartition, int] | None = None
         self._available_now_ids: dict[TopicPartition, str | None] = {}
         self._last_batch_ms: int | None = None
+        self.tier = open_tier(opts)      # the object store of a tiered or remote-only topic
 
     def _now(self) -> int:
         return self._clock() if self._clock is not None else wall_ms()
@@ -165,7 +166,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if view is None:
             view = self._view = DataDirView(self.opts.path, self.opts.strategy,
                                             self.opts.isolation_level == "read_committed")
-        infos = view.infos()
+        infos = Resolver(self.opts, self.tier).with_tier(view.infos())
         dirs = {tp: p for tp, p in view.partitions().items() if tp in infos}
         return dirs, infos
 
@@ -181,7 +182,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if isinstance(limit, Latest):
                 resolved = {tp: LATEST for tp in dirs}
             else:
-                resolved = Resolver(self.opts).resolve(limit, dirs, infos, starting=True,
+                resolved = Resolver(self.opts, self.tier).resolve(limit, dirs, infos, starting=True,
                                                        streaming=True, keep_latest=True)
             self._initial = offsets_to_json(resolved, _ids(infos))
         return self._initial
@@ -304,7 +305,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, until = offsets_from_json(start), offsets_from_json(end)
         start_ids, end_ids = topic_ids_from_json(start), topic_ids_from_json(end)
-        res = Resolver(self.opts)
+        res = Resolver(self.opts, self.tier)
         existing, all_infos = self._partitions_now()
         dirs = {tp: existing[tp] for tp in until if tp in existing}
         gone = sorted(tp for tp in until if tp not in existing)
