@@ -161,7 +161,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _partitions_now(self) -> tuple[dict[TopicPartition, Path],
                                          dict[TopicPartition, catalog.PartitionInfo]]:
         """The partitions that exist now and their offsets, from the incremental view (see
-        tail.py: a trigger costs a few stats, not a reopening of every log)."""
+        tail.py: a trigger costs a few stats, not a reopening of every log). A remote-only topic's
+        come from the store's metadata (its offsets end after the highest offset copied); a
+        tiered one's local offsets are extended down to its remote segments."""
+        if self.tier is not None and self.tier.remote_only:
+            found = self.tier.assigned(self.opts.strategy)
+            return found, {tp: self.tier.info(tp, None) for tp in found}
         view = self.__dict__.get("_view")
         if view is None:
             view = self._view = DataDirView(self.opts.path, self.opts.strategy,

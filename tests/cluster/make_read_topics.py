@@ -36,7 +36,7 @@ def _txn(log: Log, n: int, seq: int, end: str) -> None:
     start = log.log_end_offset
     records = [RecordInput(f"t{start + i}".encode(), None, T0 + start + i) for i in range(n)]
     log.append_raw(build_batch(records, producer_id=PID, producer_epoch=0, base_sequence=seq, transactional=True))
-    log.append_end_txn_marker(PID, 0, end, 0)
+    log.append_end_txn_marker(PID, 0, end, 0, T0 + log.log_end_offset)
 
 
 def write(log: Log, batches: int, per_batch: int, txn: bool) -> None:
@@ -53,7 +53,7 @@ def build(root: Path, topic: str, partitions: int, batches: int, per_batch: int,
           tail_batches: int = 0) -> dict[str, object]:
     """``root/local`` (plain) and ``root/tiered`` (tiered to ``store``: the storage manager's
     settings), then ``tail_batches`` more batches appended to both (the local tier of the tiered
-    one). Returns the per-partition local log start and remote segment counts."""
+    one; copied too when ``remote_only``, whose local directory then goes). Returns the per-partition local log start and remote segment counts."""
     config = LogConfig(segment_bytes=segment_bytes)
     tiered_config = LogConfig(segment_bytes=segment_bytes, remote_storage_enable=True, local_retention_bytes=1)
     rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(root / "rlmm"),
@@ -72,6 +72,9 @@ def build(root: Path, topic: str, partitions: int, batches: int, per_batch: int,
                 log.delete_old_segments()
                 log.delete_expired_files(now_ms=1 << 62)
                 write(log, tail_batches, per_batch, False)
+                if remote_only:                    # everything goes to the store
+                    log.roll()
+                    rlm.copy_log_segments_to_remote(log)
                 out[f"{topic}-{p}"] = {"local_start": log.log_start_offset, "end": log.log_end_offset,
                                        "remote_segments": len(rlm.remote_log_segments(log))}
                 # the local copy shares the topic id, so checkpoints move between the two
