@@ -53,7 +53,8 @@ def build(root: Path, topic: str, partitions: int, batches: int, per_batch: int,
           tail_batches: int = 0) -> dict[str, object]:
     """``root/local`` (plain) and ``root/tiered`` (tiered to ``store``: the storage manager's
     settings), then ``tail_batches`` more batches appended to both (the local tier of the tiered
-    one; copied too when ``remote_only``, whose local directory then goes). Returns the per-partition local log start and remote segment counts."""
+    one; copied too when ``remote_only``, whose local directory then goes). Returns the
+    per-partition local log start and remote segment counts."""
     config = LogConfig(segment_bytes=segment_bytes)
     tiered_config = LogConfig(segment_bytes=segment_bytes, remote_storage_enable=True, local_retention_bytes=1)
     rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(root / "rlmm"),
