@@ -257,8 +257,8 @@ def _store(opts: dict[str, str]) -> StoreSettings | None:
                                      "tiered segments (s3://bucket/prefix, a folder, any URI pyarrow.fs opens)")
     else:
         if settings:
-            raise InvalidConfigError(f"Option {settings[0]!r} is given, but neither 'path' nor 'remotePath' "
-                                     f"names an object store")
+            raise InvalidConfigError(f"Option(s) {', '.join(sorted(settings))} given, but neither 'path' nor "
+                                     f"'remotePath' names an object store")
         return None
     configs = store_configs(opts, uri)
     for key in ("storage.uri", "dir"):
