@@ -224,3 +224,20 @@ def test_a_store_that_does_not_answer_fails_the_read_naming_the_store(tmp_path, 
         assert seaweedfs.secret_key not in str(e.value)
     finally:
         seaweedfs.start()
+
+
+def test_store_settings_are_the_storage_managers_keys(tmp_path):
+    """Every documented ``rsm.config.*`` option reaches the store's settings, prefix stripped,
+    with the URI of ``path`` (remote-only) or ``remotePath`` (tiered) as ``storage.uri``."""
+    settings = {"rsm.config.s3.endpoint": "http://127.0.0.1:9", "rsm.config.s3.region": "eu-west-1",
+                "rsm.config.s3.access.key.id": "AKIAEXAMPLE", "rsm.config.s3.secret.access.key": SECRET,
+                "rsm.config.s3.session.token": "token", "rsm.config.s3.connect.timeout.ms": "2000",
+                "rsm.config.s3.request.timeout.ms": "20000", "rsm.config.s3.retry.max.attempts": "5"}
+    remote = parse_source_options({"subscribe": "t", "path": "s3a://bucket/topics", **settings}, streaming=True)
+    tiered = parse_source_options({"subscribe": "t", "path": str(tmp_path), "remotePath": "s3://bucket/tiers",
+                                   **settings}, streaming=False)
+    expected = {k[len("rsm.config."):]: v for k, v in settings.items()}
+    assert remote.remote_only and remote.store.configs() == {**expected, "storage.uri": "s3a://bucket/topics"}
+    assert not tiered.remote_only and tiered.path == tmp_path.resolve()
+    assert tiered.store.configs() == {**expected, "storage.uri": "s3://bucket/tiers"}
+    assert SECRET not in repr(remote) + repr(tiered) and "s3://bucket/tiers" in repr(tiered.store)
