@@ -16,7 +16,8 @@ from . import catalog
 from .offset_reader import Resolver, open_tier
 from .offsets import EARLIEST, LATEST, OffsetRange, TopicPartition
 from .options import ByOffsets, Earliest, Latest, OffsetLimit, SourceOptions
-from .reader import KafkaLogInputPartition, read_partition
+from .reader import KafkaLogInputPartition
+from .remote_tier import read_any_partition
 
 
 class KafkaLogBatchReader(DataSourceReader):
@@ -82,4 +83,4 @@ class KafkaLogBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KafkaLogInputPartition):
             return iter(())                 # Spark's placeholder when there is nothing to read
-        return read_partition(partition)
+        return read_any_partition(partition)

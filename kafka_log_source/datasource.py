@@ -35,8 +35,8 @@ from .offsets import (LATEST, OffsetRange, TopicPartition, offsets_behind, offse
                       offsets_to_json, rate_limit, topic_ids_from_json)
 from .options import Latest, SourceOptions, check_at_load, parse_source_options
 from .pushdown import KafkaLogPushdownReader
-from .reader import (DATA_LOSS_HINT, DataLossError, KafkaLogInputPartition, read_partition,
-                     spark_schema)
+from .reader import DATA_LOSS_HINT, DataLossError, KafkaLogInputPartition, spark_schema
+from .remote_tier import read_any_partition
 from .tail import DataDirView
 
 logger = logging.getLogger(__name__)
@@ -361,7 +361,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KafkaLogInputPartition):
             return iter(())                 # Spark's placeholder when there is nothing to read
-        return read_partition(partition)
+        return read_any_partition(partition)
 
     def commit(self, end: dict) -> None:
         pass                            # Spark's Kafka source commits nothing either

@@ -91,11 +91,6 @@ class KafkaLogInputPartition(InputPartition):
 
 
 def read_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
-    from .remote_tier import KafkaLogRemoteInputPartition, read_remote_partition   # it imports this module
-
-    if isinstance(p, KafkaLogRemoteInputPartition):
-        yield from read_remote_partition(p)
-        return
     schema = arrow_schema(p.include_headers)
     for table in _tables(p):
         if table.num_rows:

@@ -51,7 +51,8 @@ from storage_core.remote import (PyArrowRemoteStorageManager, RemoteIndexCache, 
 from . import catalog
 from .offsets import OffsetRange, TopicPartition
 from .options import Assign, StoreSettings, Strategy, Subscribe
-from .reader import KafkaLogInputPartition, _data_lost, _visible, arrow_schema, to_spark_batches
+from .reader import (KafkaLogInputPartition, _data_lost, _visible, arrow_schema, read_partition,
+                     to_spark_batches)
 
 logger = logging.getLogger(__name__)
 
@@ -275,6 +276,13 @@ def _first_at_or_after(fs: pafs.FileSystem, path: str, size: int, position: int,
 
 # ------------------------------------------------------------------------------ executors
 
+def read_any_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
+    """A task's read: from the store (``KafkaLogRemoteInputPartition``) or the local tier."""
+    if isinstance(p, KafkaLogRemoteInputPartition):
+        return read_remote_partition(p)
+    return read_partition(p)
+
+
 def read_remote_partition(p: KafkaLogRemoteInputPartition) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(p.include_headers)
     for table in _remote_tables(p):
@@ -339,7 +347,7 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
                 data = inflight.popleft().result()
             except OSError as e:
                 raise RemoteStorageError(f"Reading {what} for {p.topic}-{p.partition}: {e}") from e
-            buf = bytes(pending) + data if pending else data
+            buf: bytes | memoryview = bytes(pending) + data if pending else data
             start = position - len(pending)
             position += len(data)
             while True:
