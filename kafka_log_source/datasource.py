@@ -48,7 +48,9 @@ class KafkaLogDataSource(DataSource):
     Options are those of Spark's Kafka source (``subscribe``, ``assign``, ``subscribePattern``,
     ``startingOffsets``, ``endingOffsets``, the timestamp forms, ``failOnDataLoss``,
     ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``,
-    ``maxRecordsPerPartition``, ``includeHeaders``), plus ``path`` (the data directory),
+    ``maxRecordsPerPartition``, ``includeHeaders``), plus ``path`` (the data directory, or an
+    object store URI holding a tiered topic: ``remote_tier``), ``remotePath`` (the store of a
+    topic whose local tier is ``path``), the store's ``rsm.config.*`` settings,
     ``isolationLevel`` (also ``kafka.isolation.level``), ``maxBytesPerFetch`` and
     ``filterPushdown`` (batch reads; needs ``spark.sql.python.filterPushdown.enabled``)."""
 
