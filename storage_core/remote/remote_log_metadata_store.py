@@ -47,7 +47,8 @@ from ..errors import (CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataErr
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition)
 from .metadata_serde import deserialize, serialize
 from .remote_log_metadata_cache import RemoteLogMetadataCache, RemotePartitionMetadataStore
-from .storage_manager import (UPLOADS_DIR_NAME, PyArrowRemoteStorageManager, open_store, partition_dir_name)
+from .storage_manager import (UPLOADS_DIR_NAME, PyArrowRemoteStorageManager, describe_segment, open_store,
+                              partition_dir_name)
 from .storage_manager import _storage_error as storage_error
 
 logger = logging.getLogger(__name__)
@@ -110,8 +111,12 @@ class RemoteLogMetadataStore:
     def publish(self, tip: TopicIdPartition, event: RemoteLogMetadata) -> None:
         """Write ``event`` as the partition's next object; returns once it is in the store."""
         value = serialize(event)
+        what = describe_segment(event) if isinstance(event, RemoteLogSegmentMetadata) else str(tip)
         with self._lock:
-            sequence = self._next_sequence(tip)
+            try:
+                sequence = self._next_sequence(tip)
+            except RemoteStorageError as e:
+                raise type(e)(f"Writing remote log metadata {type(event).__name__} of {what}: {e}") from e
             final = f"{self.partition_path(tip)}/{event_object_name(sequence)}"
             temp = f"{self.root}/{UPLOADS_DIR_NAME}/{METADATA_DIR_NAME}.{partition_dir_name(tip)}." \
                    f"{sequence:020d}.{secrets.token_hex(8)}"
@@ -132,7 +137,7 @@ class RemoteLogMetadataStore:
                     self.filesystem.delete_file(temp)
                 except OSError:
                     pass
-                raise storage_error(f"Writing remote log metadata {type(event).__name__} of {tip} to object "
+                raise storage_error(f"Writing remote log metadata {type(event).__name__} of {what} to object "
                                     f"{final} in {self.store}", e) from e
             self._next[tip] = sequence + 1
 
