@@ -241,3 +241,41 @@ def test_store_settings_are_the_storage_managers_keys(tmp_path):
     assert not tiered.remote_only and tiered.path == tmp_path.resolve()
     assert tiered.store.configs() == {**expected, "storage.uri": "s3://bucket/tiers"}
     assert SECRET not in repr(remote) + repr(tiered) and "s3://bucket/tiers" in repr(tiered.store)
+
+
+def test_streaming_offsets_below_what_remote_retention_left_are_data_loss(tmp_path, seaweedfs):
+    """A streaming query's offsets (as in its checkpoint) below the first remote segment that
+    remote retention left: the micro-batch's task fails with failOnDataLoss=true, naming the
+    offsets, and with false skips to the first offset still in the store, as for a local log."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_log_source.datasource import KafkaLogStreamReader
+    from kafka_log_source.reader import DataLossError
+
+    configs = seaweedfs.storage_configs(prefix=f"retention-{tmp_path.name}")
+    make_read_topics.build(tmp_path, "t", 1, 40, 20, configs)
+    options = {"subscribe": "t", "path": configs["storage.uri"], **store_options(configs),
+               "startingOffsets": "earliest"}
+    reader = KafkaLogStreamReader(parse_source_options(options, streaming=True))
+    start = reader.initialOffset()
+    assert json.loads(json.dumps(start))["t"] == {"0": 0}
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "rlmm"),
+                                               "remote.log.metadata.topic.num.partitions": "2"})
+    with RemoteLogManager(PyArrowRemoteStorageManager(configs), rlmm) as rlm:
+        config = LogConfig(segment_bytes=4096, remote_storage_enable=True, local_retention_bytes=1,
+                           retention_bytes=8000, retention_ms=-1)
+        with Log.open(tmp_path / "tiered" / "t-0", config) as log:
+            expired = rlm.cleanup_expired_remote_log_segments(log)
+            first_left = rlm.remote_log_segments(log)[0].start_offset
+    assert expired.remote_segments_deleted > 0 and first_left > 0
+    end = reader.latestOffset(start, ReadAllAvailable())
+    (part,) = reader.partitions(start, end)
+    assert part.start == 0
+    with pytest.raises(DataLossError) as e:
+        list(reader.read(part))
+    assert f"[0, {first_left})" in str(e.value)
+    lenient = KafkaLogStreamReader(parse_source_options({**options, "failOnDataLoss": "false"}, streaming=True))
+    lenient.initialOffset()
+    (part,) = lenient.partitions(start, lenient.latestOffset(start, ReadAllAvailable()))
+    offsets = [o for b in lenient.read(part) for o in b.column("offset").to_pylist()]
+    assert offsets[0] == first_left and offsets[-1] == end["t"]["0"] - 1
