@@ -2,9 +2,10 @@
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
 ``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
 the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
-``__remote_log_metadata`` topic, the ``RemoteIndexCache``, the ``RemoteLogManager`` (copy,
-remote expiry) with its broker settings ``RemoteLogManagerConfig``, and ``UnifiedLog``: reads and
-ListOffsets across both tiers."""
+``__remote_log_metadata`` topic, its copy in the store beside the segments
+(``RemoteLogMetadataStore``, read by ``RemoteLogMetadataStoreReader``), the ``RemoteIndexCache``,
+the ``RemoteLogManager`` (copy, remote expiry) with its broker settings
+``RemoteLogManagerConfig``, and ``UnifiedLog``: reads and ListOffsets across both tiers."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
