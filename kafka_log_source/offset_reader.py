@@ -154,9 +154,11 @@ class Resolver:
                 out.append(replace(part, topic_id=None))
                 continue
             local = None if self.tier.remote_only else dirs[tp]
-            if r.start < cut:
-                out.extend(self.tier.input_partitions(part, replace(r, end=min(r.end, cut)), local,
-                                                      o.isolation_level == "read_committed"))
+            if r.start < cut or local is None:
+                # remote-only: the whole range, so that offsets the store no longer reaches (its
+                # metadata went back) are data loss in the task, not dropped here
+                piece = replace(r, end=r.end if local is None else min(r.end, cut))
+                out.extend(self.tier.input_partitions(part, piece, local, o.isolation_level == "read_committed"))
             if r.end > cut and local is not None:
                 start = max(r.start, cut)
                 out.append(replace(part, start=start, earliest=cut, topic_id=None,
