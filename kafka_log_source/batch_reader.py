@@ -13,10 +13,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from storage_core.errors import KafkaLogError
 
 from . import catalog
-from .offset_reader import Resolver
+from .offset_reader import Resolver, open_tier
 from .offsets import EARLIEST, LATEST, OffsetRange, TopicPartition
 from .options import ByOffsets, Earliest, Latest, OffsetLimit, SourceOptions
-from .reader import KafkaLogInputPartition, read_partition
+from .reader import KafkaLogInputPartition
+from .remote_tier import read_any_partition
 
 
 class KafkaLogBatchReader(DataSourceReader):
@@ -25,6 +26,7 @@ class KafkaLogBatchReader(DataSourceReader):
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
+        self.tier = open_tier(opts)       # the object store of a tiered or remote-only topic
 
     def plan(self) -> list[OffsetRange]:
         """Per partition ``[start, end)``. Spark plans a Python source's DataFrame once and
@@ -33,7 +35,7 @@ class KafkaLogBatchReader(DataSourceReader):
         read (a re-run sees records appended, or deleted by retention, since). Timestamps and
         specific offsets are resolved here; the partitions are those assigned now, narrowed
         by pushed filters after the offset options were checked against all of them."""
-        res = Resolver(self.opts)
+        res = Resolver(self.opts, self.tier)
         dirs = res.partitions()
         infos = res.info(dirs)
         starts = self._limit_offsets(res, self.opts.starting, dirs, infos, starting=True)
@@ -76,9 +78,9 @@ class KafkaLogBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         ranges = self.plan()
         _, infos, dirs = self._plan
-        return Resolver(self.opts).input_partitions(ranges, infos, dirs)
+        return Resolver(self.opts, self.tier).input_partitions(ranges, infos, dirs)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KafkaLogInputPartition):
             return iter(())                 # Spark's placeholder when there is nothing to read
-        return read_partition(partition)
+        return read_any_partition(partition)

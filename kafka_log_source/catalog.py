@@ -74,6 +74,8 @@ class PartitionInfo:
     latest: int                   # the log end offset, or the last stable offset (read_committed)
     segments: tuple[int, ...]     # base offsets of the segment files, in order
     topic_id: str | None = None   # from partition.metadata (string form), None without one
+    # offsets below it are read from the object store (remote_tier); None: a local topic
+    tiered_below: int | None = None
 
 
 def partition_info(path: Path, isolation: str) -> PartitionInfo:

@@ -30,13 +30,13 @@ from storage_core.errors import InvalidConfigError
 
 from . import catalog
 from .batch_reader import KafkaLogBatchReader
-from .offset_reader import Resolver, tp_set
+from .offset_reader import Resolver, open_tier, tp_set
 from .offsets import (LATEST, OffsetRange, TopicPartition, offsets_behind, offsets_from_json,
                       offsets_to_json, rate_limit, topic_ids_from_json)
 from .options import Latest, SourceOptions, check_at_load, parse_source_options
 from .pushdown import KafkaLogPushdownReader
-from .reader import (DATA_LOSS_HINT, DataLossError, KafkaLogInputPartition, read_partition,
-                     spark_schema)
+from .reader import DATA_LOSS_HINT, DataLossError, KafkaLogInputPartition, spark_schema
+from .remote_tier import read_any_partition
 from .tail import DataDirView
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,9 @@ class KafkaLogDataSource(DataSource):
     Options are those of Spark's Kafka source (``subscribe``, ``assign``, ``subscribePattern``,
     ``startingOffsets``, ``endingOffsets``, the timestamp forms, ``failOnDataLoss``,
     ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``,
-    ``maxRecordsPerPartition``, ``includeHeaders``), plus ``path`` (the data directory),
+    ``maxRecordsPerPartition``, ``includeHeaders``), plus ``path`` (the data directory, or an
+    object store URI holding a tiered topic: ``remote_tier``), ``remotePath`` (the store of a
+    topic whose local tier is ``path``), the store's ``rsm.config.*`` settings,
     ``isolationLevel`` (also ``kafka.isolation.level``), ``maxBytesPerFetch`` and
     ``filterPushdown`` (batch reads; needs ``spark.sql.python.filterPushdown.enabled``)."""
 
@@ -153,6 +155,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[TopicPartition, int] | None = None
         self._available_now_ids: dict[TopicPartition, str | None] = {}
         self._last_batch_ms: int | None = None
+        self.tier = open_tier(opts)      # the object store of a tiered or remote-only topic
 
     def _now(self) -> int:
         return self._clock() if self._clock is not None else wall_ms()
@@ -160,12 +163,17 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _partitions_now(self) -> tuple[dict[TopicPartition, Path],
                                          dict[TopicPartition, catalog.PartitionInfo]]:
         """The partitions that exist now and their offsets, from the incremental view (see
-        tail.py: a trigger costs a few stats, not a reopening of every log)."""
+        tail.py: a trigger costs a few stats, not a reopening of every log). A remote-only topic's
+        come from the store's metadata (its offsets end after the highest offset copied); a
+        tiered one's local offsets are extended down to its remote segments."""
+        if self.tier is not None and self.tier.remote_only:
+            found = self.tier.assigned(self.opts.strategy)
+            return found, {tp: self.tier.info(tp, None) for tp in found}
         view = self.__dict__.get("_view")
         if view is None:
             view = self._view = DataDirView(self.opts.path, self.opts.strategy,
                                             self.opts.isolation_level == "read_committed")
-        infos = view.infos()
+        infos = Resolver(self.opts, self.tier).with_tier(view.infos())
         dirs = {tp: p for tp, p in view.partitions().items() if tp in infos}
         return dirs, infos
 
@@ -181,7 +189,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if isinstance(limit, Latest):
                 resolved = {tp: LATEST for tp in dirs}
             else:
-                resolved = Resolver(self.opts).resolve(limit, dirs, infos, starting=True,
+                resolved = Resolver(self.opts, self.tier).resolve(limit, dirs, infos, starting=True,
                                                        streaming=True, keep_latest=True)
             self._initial = offsets_to_json(resolved, _ids(infos))
         return self._initial
@@ -304,7 +312,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, until = offsets_from_json(start), offsets_from_json(end)
         start_ids, end_ids = topic_ids_from_json(start), topic_ids_from_json(end)
-        res = Resolver(self.opts)
+        res = Resolver(self.opts, self.tier)
         existing, all_infos = self._partitions_now()
         dirs = {tp: existing[tp] for tp in until if tp in existing}
         gone = sorted(tp for tp in until if tp not in existing)
@@ -355,7 +363,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KafkaLogInputPartition):
             return iter(())                 # Spark's placeholder when there is nothing to read
-        return read_partition(partition)
+        return read_any_partition(partition)
 
     def commit(self, end: dict) -> None:
         pass                            # Spark's Kafka source commits nothing either

@@ -5,8 +5,9 @@ and the streaming readers alike."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from storage_core.errors import InvalidConfigError
 
@@ -15,6 +16,17 @@ from .offsets import EARLIEST, LATEST, OffsetRange, TopicPartition, split_ranges
 from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
                       SourceOptions)
 from .reader import KafkaLogInputPartition
+
+if TYPE_CHECKING:
+    from .remote_tier import RemoteTier
+
+
+def open_tier(opts: SourceOptions) -> RemoteTier | None:
+    """The store of a tiered or remote-only topic (``path`` a store URI, or ``remotePath``)."""
+    if opts.store is None:
+        return None
+    from .remote_tier import RemoteTier
+    return RemoteTier(opts.store, remote_only=opts.remote_only)
 
 
 def tp_set(tps: Iterable[TopicPartition]) -> str:
@@ -25,14 +37,37 @@ def tp_set(tps: Iterable[TopicPartition]) -> str:
 class Resolver:
     """Turns option limits into offsets for the partitions that exist now."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, tier: RemoteTier | None = None) -> None:
         self.opts = opts
+        self.tier = tier
 
     def partitions(self) -> dict[TopicPartition, Path]:
+        if self.tier is not None and self.tier.remote_only:
+            return self.tier.assigned(self.opts.strategy)
         return catalog.assigned(self.opts.strategy, self.opts.path)
 
     def info(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, catalog.PartitionInfo]:
-        return {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
+        if self.tier is not None and self.tier.remote_only:
+            return {tp: self.tier.info(tp, None) for tp in dirs}
+        infos = {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
+        return self.with_tier(infos)
+
+    def with_tier(self, infos: dict[TopicPartition, catalog.PartitionInfo]
+                  ) -> dict[TopicPartition, catalog.PartitionInfo]:
+        """Local partitions' offsets extended down to their remote segments (``remotePath``)."""
+        if self.tier is None:
+            return infos
+        tier = self.tier
+        return {tp: tier.info(tp, info) for tp, info in infos.items()}
+
+    def offset_for_timestamp(self, tp: TopicPartition, path: Path, info: catalog.PartitionInfo,
+                             timestamp: int) -> int | None:
+        """``offsetsForTimes`` over both tiers: the remote segments below the local tier first."""
+        if self.tier is not None and info.tiered_below is not None:
+            found = self.tier.offset_for_timestamp(tp, timestamp, info.tiered_below)
+            if found is not None or self.tier.remote_only:
+                return found
+        return catalog.offset_for_timestamp(path, timestamp)
 
     def resolve(self, limit: OffsetLimit, dirs: dict[TopicPartition, Path],
                 infos: dict[TopicPartition, catalog.PartitionInfo], *, starting: bool,
@@ -76,7 +111,7 @@ class Resolver:
             stamps = {tp: limit.timestamp for tp in dirs}
         out = {}
         for tp in dirs:
-            found = catalog.offset_for_timestamp(dirs[tp], stamps[tp])
+            found = self.offset_for_timestamp(tp, dirs[tp], infos[tp], stamps[tp])
             if found is not None:
                 # a timestamp found past the last stable offset is not visible yet
                 out[tp] = min(found, infos[tp].latest)
@@ -102,11 +137,30 @@ class Resolver:
             tp = (r.topic, r.partition)
             info = infos[tp]
             late = r.start < 0 or r.end < 0           # resolved by the task (late binding)
-            out.append(KafkaLogInputPartition(
+            cut = info.tiered_below
+            if cut is not None and late:
+                # a tiered range is resolved here: a task's late binding sees only the local tier
+                r = replace(r, start=info.earliest if r.start == EARLIEST else r.start,
+                            end=info.latest if r.end == LATEST else r.end)
+                late = False
+            part = KafkaLogInputPartition(
                 topic=r.topic, partition=r.partition, path=str(dirs[tp]), start=r.start,
-                end=r.end, segments=() if late else
+                end=r.end, segments=() if late or cut is not None else
                 catalog.segments_for(info, max(r.start, info.earliest), r.end),
                 earliest=info.earliest, isolation=o.isolation_level,
                 include_headers=o.include_headers, fail_on_data_loss=o.fail_on_data_loss,
-                max_bytes=o.max_bytes_per_fetch))
+                max_bytes=o.max_bytes_per_fetch, topic_id=info.topic_id)
+            if cut is None or self.tier is None:
+                out.append(replace(part, topic_id=None))
+                continue
+            local = None if self.tier.remote_only else dirs[tp]
+            if r.start < cut or local is None:
+                # remote-only: the whole range, so that offsets the store no longer reaches (its
+                # metadata went back) are data loss in the task, not dropped here
+                piece = replace(r, end=r.end if local is None else min(r.end, cut))
+                out.extend(self.tier.input_partitions(part, piece, local, o.isolation_level == "read_committed"))
+            if r.end > cut and local is not None:
+                start = max(r.start, cut)
+                out.append(replace(part, start=start, earliest=cut, topic_id=None,
+                                   segments=catalog.segments_for(info, start, r.end)))
         return out

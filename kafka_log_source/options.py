@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Union
+from urllib.parse import urlsplit
 
 from storage_core.common import LONG_MAX, LONG_MIN
 from storage_core.errors import InvalidConfigError
+from storage_core.remote import open_store, store_configs
 
 from .offsets import (EARLIEST, LATEST, SpecificOffsets, TopicPartition, parse_partition_offsets,
                       parse_partition_timestamps, parse_partitions)
@@ -97,6 +99,26 @@ class SourceOptions:
     isolation_level: str = "read_uncommitted"
     max_bytes_per_fetch: int = 4 << 20
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    # the object store (issue 20): its settings when `path` is a store URI (remote_only) or
+    # `remotePath` gives the store of a topic's tiered segments; None for a local topic
+    store: StoreSettings | None = None
+    remote_only: bool = False
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """The storage manager's settings (``storage.uri``, ``s3.*`` from ``rsm.config.*``),
+    credentials included: carried to the tasks, never shown (``repr`` hides them, and Spark
+    prints input partitions in some errors). ``name``: the store for messages (no credentials)."""
+
+    items: tuple[tuple[str, str], ...] = field(repr=False)
+    name: str = ""
+
+    def configs(self) -> dict[str, str]:
+        return dict(self.items)
+
+    def __repr__(self) -> str:
+        return f"StoreSettings({self.name}, settings hidden)"
 
 
 # ------------------------------------------------------------------ parsing
@@ -114,6 +136,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             raise InvalidConfigError("ending timestamp not valid in streaming queries")
     strategy = _strategy(opts)
     path = _path(opts)
+    store = _store(opts)
     min_partitions = _positive(opts, "minPartitions")
     max_records = _positive(opts, "maxRecordsPerPartition")
     max_per_trigger = min_per_trigger = None
@@ -159,7 +182,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_records_per_partition=max_records,
         include_headers=_bool(opts, "includeHeaders", False),
         isolation_level=isolation.strip().lower(), max_bytes_per_fetch=max_bytes,
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), store=store, remote_only=store is not None and _is_store_uri(opts["path"]))
 
 
 def check_at_load(options: Mapping[str, str]) -> None:
@@ -172,6 +195,7 @@ def check_at_load(options: Mapping[str, str]) -> None:
         return
     _strategy(opts)
     _path(opts)
+    _store(opts)
 
 
 def _strategy(opts: dict[str, str]) -> Strategy:
@@ -207,17 +231,69 @@ def _strategy(opts: dict[str, str]) -> Strategy:
     return SubscribePattern(value.strip())
 
 
+def _is_store_uri(raw: str) -> bool:
+    """A URI ``pyarrow.fs`` opens (``s3://``, ``gs://``...) rather than a local directory
+    (a plain path or ``file://``; a one-letter scheme is a Windows drive)."""
+    scheme = urlsplit(raw.strip()).scheme
+    return len(scheme) > 1 and scheme.lower() != "file"
+
+
+def _store(opts: dict[str, str]) -> StoreSettings | None:
+    """The store's settings: ``path`` when it is a store URI (a remote-only topic), else
+    ``remotePath`` (the tiered segments of a topic whose local tier is ``path``), with the
+    ``rsm.config.*`` options (the storage manager's keys). Checked here, so a bad setting fails
+    at load naming its option; messages never show a credential."""
+    path, remote = opts.get("path", "").strip(), opts.get("remotepath")
+    settings = [k for k in opts if k.startswith("rsm.config.")]
+    if _is_store_uri(path):
+        if remote is not None:
+            raise InvalidConfigError("Option 'remotePath' is for a topic with a local tier: 'path' already "
+                                     "names a store, so the topic is read from the store alone")
+        uri, option = path, "path"
+    elif remote is not None:
+        uri, option = remote.strip(), "remotePath"
+        if not uri:
+            raise InvalidConfigError("Option 'remotePath' is empty: expected the store root of the topic's "
+                                     "tiered segments (s3://bucket/prefix, a folder, any URI pyarrow.fs opens)")
+    else:
+        if settings:
+            raise InvalidConfigError(f"Option(s) {', '.join(sorted(settings))} given, but neither 'path' nor "
+                                     f"'remotePath' names an object store")
+        return None
+    configs = store_configs(opts, uri)
+    for key in ("storage.uri", "dir"):
+        if f"rsm.config.{key}" in opts:
+            raise InvalidConfigError(f"Option 'rsm.config.{key}' is not taken: the store is the option "
+                                     f"{option!r}")
+    configs["storage.uri"] = uri
+    try:
+        _, _, name = open_store(configs)
+    except InvalidConfigError as e:
+        raise InvalidConfigError(f"Option {option!r} or the rsm.config.* options: {e}") from None
+    return StoreSettings(tuple(sorted((str(k), str(v)) for k, v in configs.items())), name)
+
+
 def _path(opts: dict[str, str]) -> Path:
     raw = opts.get("path", "").strip()
     if not raw:
         raise InvalidConfigError(
             "Option 'path' must be specified: the data directory holding the topic-partition "
-            "directories (kafkalog's counterpart of kafka.bootstrap.servers)")
+            "directories (kafkalog's counterpart of kafka.bootstrap.servers), or an object store "
+            "URI (s3://bucket/prefix) holding a tiered topic")
+    if _is_store_uri(raw):
+        return Path(_redacted_label(raw))          # a label only: the store is opened through `store`
+    if raw.lower().startswith("file://"):
+        raw = urlsplit(raw).path
     path = Path(raw).expanduser()
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise InvalidConfigError(f"Option 'path': {path} {what}")
     return path.resolve()
+
+
+def _redacted_label(uri: str) -> str:
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
 
 
 def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimit:

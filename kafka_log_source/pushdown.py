@@ -22,6 +22,7 @@ from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrE
 
 from . import catalog
 from .batch_reader import KafkaLogBatchReader
+from .offset_reader import Resolver
 from .offsets import EARLIEST, LATEST, TopicPartition
 
 
@@ -110,6 +111,6 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
         if self.max_offset is not None:
             end = min(end, self.max_offset)
         if self.min_timestamp is not None and start < end:
-            found = catalog.offset_for_timestamp(path, self.min_timestamp)
+            found = Resolver(self.opts, self.tier).offset_for_timestamp(tp, path, info, self.min_timestamp)
             start = end if found is None else max(start, found)
         return start, max(start, end)

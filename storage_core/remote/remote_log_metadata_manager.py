@@ -49,6 +49,7 @@ from .metadata import (RemoteLogMetadata, RemoteLogSegmentMetadata, RemoteLogSeg
                        TopicIdPartition)
 from .metadata_serde import deserialize, serialize
 from .remote_log_metadata_cache import RemoteLogMetadataCache, RemotePartitionMetadataStore
+from .remote_log_metadata_store import RemoteLogMetadataStore
 from .topic_partitioner import (DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS, REMOTE_LOG_METADATA_TOPIC_NAME,
                                 RemoteLogMetadataTopicPartitioner)
 
@@ -201,6 +202,9 @@ class TopicBasedRemoteLogMetadataManager:
         self._writers: dict[int, Log] = {}
         self._positions: dict[int, int] = {}          # metadata partition -> next offset to fold
         self._closed = False
+        # the store's copy of every event (remote_log_metadata_store), when there is one: set by
+        # RemoteLogManager over a PyArrowRemoteStorageManager
+        self.mirror: RemoteLogMetadataStore | None = None
         self._log_config = LogConfig(retention_ms=config.retention_ms)
         existing = metadata_partition_dirs(self.log_dir)
         count = self._partition_count(existing)
@@ -260,6 +264,8 @@ class TopicBasedRemoteLogMetadataManager:
             raise KafkaLogError(f"The remote log metadata manager of {self.log_dir} is read-only: cannot write "
                                 f"{type(event).__name__} of {tip}")
         value = serialize(event)
+        if self.mirror is not None:
+            self.mirror.publish(tip, event)      # first: the store holds every event the topic holds
         partition = self.metadata_partition(tip)
         log = self._writer(partition)
         log.append(pa.table({"value": pa.array([value], pa.binary())}))

@@ -1,0 +1,281 @@
+"""Issue 20, the source over an object store, on one machine: the store options (errors name the
+option; credentials never appear in an error, a log line, Spark's plan or an input partition), the
+remote log metadata mirrored into the store (order, crash ordering, corrupt or unknown objects
+named) and data lost to remote retention (``failOnDataLoss``). The cluster queries are
+tests/cluster/test_cluster_read.py."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+from kafka_log_source.batch_reader import KafkaLogBatchReader
+from kafka_log_source.options import parse_source_options
+from storage_core.config import LogConfig
+from storage_core.errors import (CorruptRemoteLogMetadataError, InvalidConfigError, KafkaLogError,
+                                 RemoteStorageError)
+from storage_core.log import Log
+from storage_core.remote import (METADATA_DIR_NAME, PyArrowRemoteStorageManager, RemoteLogManager,
+                                 RemoteLogMetadataStoreReader, RemoteLogSegmentMetadata, RemoteLogSegmentState,
+                                 TopicBasedRemoteLogMetadataManager, deserialize)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+import make_read_topics  # noqa: E402
+
+SECRET = "Sup3r-S3cret-Value-42"
+
+
+def store_options(configs: dict) -> dict:
+    return {f"rsm.config.{k}": v for k, v in configs.items() if k != "storage.uri"}
+
+
+def remote_topic(tmp_path: Path, seaweedfs, name: str, batches: int = 6) -> tuple[dict, dict]:
+    """A remote-only topic ``t`` (2 partitions) in the store: (its store settings, source options)."""
+    configs = seaweedfs.storage_configs(prefix=f"{name}-{tmp_path.name}")
+    make_read_topics.build(tmp_path, "t", 2, batches, 20, configs, remote_only=True)
+    return configs, {"subscribe": "t", "path": configs["storage.uri"], **store_options(configs)}
+
+
+# ------------------------------------------------------------------------------ options
+
+@pytest.mark.parametrize("options, names", [
+    ({"rsm.config.s3.endpoint": "http://127.0.0.1:1"}, ["rsm.config.s3.endpoint", "remotePath"]),
+    ({"path": "s3://b/p", "remotePath": "s3://b/q"}, ["remotePath"]),
+    ({"remotePath": " "}, ["remotePath"]),
+    ({"path": "s3://b/p", "rsm.config.s3.bogus": "1"}, ["'path'", "s3.bogus"]),
+    ({"remotePath": "s3://b/p", "rsm.config.storage.uri": "s3://b/x"}, ["rsm.config.storage.uri", "remotePath"]),
+    ({"path": "s3://b/p", "rsm.config.s3.endpoint": "ftp://host"}, ["'path'", "s3.endpoint"]),
+    ({"path": "s3://b/p", "rsm.config.s3.access.key.id": "AKIA"}, ["'path'", "s3.secret.access.key"]),
+    ({"path": "s3://b/p", "rsm.config.s3.request.timeout.ms": "soon"}, ["'path'", "s3.request.timeout.ms"]),
+])
+def test_store_option_errors_name_the_option_and_never_a_secret(tmp_path, options, names):
+    base = {"subscribe": "t", "path": str(tmp_path), "rsm.config.s3.session.token": SECRET}
+    if "rsm.config.s3.access.key.id" not in options:
+        base["rsm.config.s3.secret.access.key"] = SECRET
+        base["rsm.config.s3.access.key.id"] = "AKIAEXAMPLE"
+    with pytest.raises(InvalidConfigError) as e:
+        parse_source_options({**base, **options}, streaming=False)
+    for name in names:
+        assert name in str(e.value)
+    assert SECRET not in str(e.value)
+
+
+def test_file_uri_and_plain_path_are_local_directories(tmp_path):
+    for path in (str(tmp_path), f"file://{tmp_path}"):
+        opts = parse_source_options({"subscribe": "t", "path": path}, streaming=False)
+        assert opts.path == tmp_path.resolve() and opts.store is None and not opts.remote_only
+
+
+# ------------------------------------------------------------------------------ secrets
+
+def test_secrets_never_in_plans_partitions_errors_or_logs(spark, tmp_path, seaweedfs, caplog):
+    configs, options = remote_topic(tmp_path, seaweedfs, "secrets")
+    assert configs["s3.secret.access.key"] == seaweedfs.secret_key
+    secret = seaweedfs.secret_key
+    caplog.set_level(logging.DEBUG)
+    df = spark.read.format("kafkalog").options(**options).load()
+    assert df.count() == 2 * 6 * 20
+    shown_plan = io.StringIO()
+    with contextlib.redirect_stdout(shown_plan):
+        df.explain(mode="extended")
+    plan = shown_plan.getvalue() + df._jdf.queryExecution().toString()
+    assert "kafkalog" in plan.lower() and secret not in plan
+    reader = KafkaLogBatchReader(parse_source_options(options, streaming=False))
+    parts = reader.partitions()
+    assert parts and all(type(p).__name__ == "KafkaLogRemoteInputPartition" for p in parts)
+    shown = " ".join(repr(p) + str(p) for p in parts) + repr(reader.opts) + repr(reader.tier.settings)
+    assert secret not in shown and "settings hidden" in shown
+    assert all(p.store.configs()["s3.secret.access.key"] == secret for p in parts)   # the tasks get it
+    # a wrong key: the store refuses, the error names the store, not the secret
+    wrong = {**options, "rsm.config.s3.secret.access.key": SECRET}
+    with pytest.raises(Exception) as e:
+        spark.read.format("kafkalog").options(**wrong).load().count()
+    assert SECRET not in str(e.value) and secret not in str(e.value)
+    # the library's own log lines (py4j's client logs every command it sends at DEBUG: not ours)
+    logged = " ".join(r.getMessage() for r in caplog.records
+                      if r.name.startswith(("kafka_log_source", "storage_core")))
+    assert secret not in logged and SECRET not in logged
+
+
+# ------------------------------------------------------------------------------ the mirrored metadata
+
+def test_metadata_mirrored_in_publish_order_and_readable_from_the_store_alone(tmp_path):
+    store = {"storage.uri": str(tmp_path / "store")}
+    make_read_topics.build(tmp_path, "t", 1, 12, 20, store)
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "rlmm")}, read_only=True)
+    with Log.open(tmp_path / "tiered" / "t-0", read_only=True) as log:
+        tip = RemoteLogManager(PyArrowRemoteStorageManager(store), rlmm).topic_id_partition(log)
+    (prefix,) = (tmp_path / "store" / METADATA_DIR_NAME).iterdir()
+    assert prefix.name.startswith("t-0-")
+    names = sorted(p.name for p in prefix.iterdir())
+    assert names == [f"{i:020d}.metadata" for i in range(len(names))]
+    events = [deserialize(p.read_bytes()) for p in sorted(prefix.iterdir())]
+    # per segment: COPY_SEGMENT_STARTED, then its COPY_SEGMENT_FINISHED, one segment at a time
+    states = [e.state for e in events]
+    assert states == [RemoteLogSegmentState.COPY_SEGMENT_STARTED, RemoteLogSegmentState.COPY_SEGMENT_FINISHED] \
+        * (len(events) // 2)
+    assert all(isinstance(e, RemoteLogSegmentMetadata) for e in events[::2])
+    from_topic = sorted(rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
+    state = RemoteLogMetadataStoreReader(store).state(tip)
+    assert [(m.remote_log_segment_id, m.start_offset, m.end_offset, m.state) for m in state.segments] == \
+        [(m.remote_log_segment_id, m.start_offset, m.end_offset, m.state) for m in from_topic]
+    assert state.highest_offset == from_topic[-1].end_offset
+    rlmm.close()
+
+
+def test_a_failed_mirror_write_fails_the_copy_before_the_topic_records_it(tmp_path):
+    """Fault injection: the partition's metadata prefix is a file, so no event object can be
+    written: the copy fails, the metadata topic records nothing and the store no segment."""
+    store = tmp_path / "store"
+    rsm = PyArrowRemoteStorageManager({"storage.uri": str(store)})
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "rlmm"),
+                                               "remote.log.metadata.topic.num.partitions": "2"})
+    rlm = RemoteLogManager(rsm, rlmm)
+    config = LogConfig(segment_bytes=2048, remote_storage_enable=True)
+    with Log.open(tmp_path / "data" / "t-0", config) as log:
+        for _ in range(5):
+            log.append(pa.table({"value": [b"x" * 100] * 10}))
+        log.roll()
+        tip = rlm.topic_id_partition(log)
+        blocker = store / METADATA_DIR_NAME / rlmm.mirror.partition_path(tip).rsplit("/", 1)[1]
+        blocker.parent.mkdir(parents=True)
+        blocker.write_bytes(b"not a directory")
+        result = rlm.run_once([log])[0]
+        assert result.error is not None and result.segments_copied == 0
+        assert list(rlmm.list_remote_log_segments(tip)) == []
+        assert rlm.remote_log_segments(log) == []
+        blocker.unlink()
+        assert rlm.run_once([log])[0].segments_copied > 0       # the store back: copied, mirrored
+        mirrored = RemoteLogMetadataStoreReader({"storage.uri": str(store)}).state(tip).segments
+        assert [m.remote_log_segment_id for m in mirrored] == [m.remote_log_segment_id
+                                                             for m in rlm.remote_log_segments(log)]
+    rlm.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "unknown name", "too large", "gap"])
+def test_corrupt_or_unknown_metadata_objects_fail_naming_the_object(tmp_path, damage):
+    store = {"storage.uri": str(tmp_path / "store")}
+    make_read_topics.build(tmp_path, "t", 1, 12, 20, store)
+    prefix = next((tmp_path / "store" / METADATA_DIR_NAME).iterdir())
+    objects = sorted(prefix.iterdir())
+    if damage == "garbage":
+        bad = objects[1]
+        bad.write_bytes(b"\x00\x07garbage")
+    elif damage == "unknown name":
+        bad = prefix / "notes.txt"
+        bad.write_bytes(b"hello")
+    elif damage == "too large":
+        bad = objects[2]
+        with open(bad, "ab") as f:
+            f.truncate((1 << 20) + 1)
+    else:
+        bad = objects[0]
+        bad.unlink()
+        bad = Path(bad.name)
+    reader = RemoteLogMetadataStoreReader(store)
+    (tip,) = reader.partitions()
+    with pytest.raises(KafkaLogError) as e:
+        reader.state(tip)
+    assert isinstance(e.value, (CorruptRemoteLogMetadataError, KafkaLogError))
+    assert str(bad.name) in str(e.value)
+
+
+# ------------------------------------------------------------------------------ data loss
+
+def test_remote_segments_deleted_below_a_planned_offset_are_data_loss(spark, tmp_path, seaweedfs):
+    """Remote retention deleted the first segments after a range was planned from them (as a
+    checkpointed offset would be): failOnDataLoss=true fails naming the offsets; false skips to
+    what is left, as for a local log."""
+    configs, options = remote_topic(tmp_path, seaweedfs, "loss", batches=40)
+    reader = KafkaLogBatchReader(parse_source_options({**options, "startingOffsets": json.dumps(
+        {"t": {"0": 0, "1": 0}}), "endingOffsets": "latest"}, streaming=False))
+    parts = reader.partitions()
+    first = parts[0].reads[0]
+    fs = pafs.S3FileSystem(access_key=seaweedfs.access_key, secret_key=seaweedfs.secret_key, region="us-east-1",
+                           endpoint_override=seaweedfs.endpoint.split("://")[1], scheme="http")
+    fs.delete_file(first.object_path)                 # the store deleted it (remote retention)
+    with pytest.raises(KafkaLogError) as e:
+        list(reader.read(parts[0]))
+    assert f"[0, {first.end_offset + 1})" in str(e.value) and "failOnDataLoss" in str(e.value)
+    lenient = KafkaLogBatchReader(parse_source_options({**options, "failOnDataLoss": "false"}, streaming=False))
+    part = lenient.partitions()[0]
+    assert part.start == 0
+    got = [o for b in lenient.read(part) for o in b.column("offset").to_pylist()]
+    assert got and got[0] == first.end_offset + 1 and got == sorted(got)
+
+
+def test_a_store_that_does_not_answer_fails_the_read_naming_the_store(tmp_path, seaweedfs):
+    configs, options = remote_topic(tmp_path, seaweedfs, "down")
+    reader = KafkaLogBatchReader(parse_source_options(options, streaming=False))
+    parts = reader.partitions()
+    seaweedfs.stop()
+    try:
+        with pytest.raises((RemoteStorageError, KafkaLogError, OSError)) as e:
+            list(reader.read(parts[0]))
+        assert "t-0" in str(e.value) or parts[0].reads[0].object_path in str(e.value)
+        assert seaweedfs.secret_key not in str(e.value)
+    finally:
+        seaweedfs.start()
+
+
+def test_store_settings_are_the_storage_managers_keys(tmp_path):
+    """Every documented ``rsm.config.*`` option reaches the store's settings, prefix stripped,
+    with the URI of ``path`` (remote-only) or ``remotePath`` (tiered) as ``storage.uri``."""
+    settings = {"rsm.config.s3.endpoint": "http://127.0.0.1:9", "rsm.config.s3.region": "eu-west-1",
+                "rsm.config.s3.access.key.id": "AKIAEXAMPLE", "rsm.config.s3.secret.access.key": SECRET,
+                "rsm.config.s3.session.token": "token", "rsm.config.s3.connect.timeout.ms": "2000",
+                "rsm.config.s3.request.timeout.ms": "20000", "rsm.config.s3.retry.max.attempts": "5"}
+    remote = parse_source_options({"subscribe": "t", "path": "s3a://bucket/topics", **settings}, streaming=True)
+    tiered = parse_source_options({"subscribe": "t", "path": str(tmp_path), "remotePath": "s3://bucket/tiers",
+                                   **settings}, streaming=False)
+    expected = {k[len("rsm.config."):]: v for k, v in settings.items()}
+    assert remote.remote_only and remote.store.configs() == {**expected, "storage.uri": "s3a://bucket/topics"}
+    assert not tiered.remote_only and tiered.path == tmp_path.resolve()
+    assert tiered.store.configs() == {**expected, "storage.uri": "s3://bucket/tiers"}
+    assert SECRET not in repr(remote) + repr(tiered) and "s3://bucket/tiers" in repr(tiered.store)
+
+
+def test_streaming_offsets_below_what_remote_retention_left_are_data_loss(tmp_path, seaweedfs):
+    """A streaming query's offsets (as in its checkpoint) below the first remote segment that
+    remote retention left: the micro-batch's task fails with failOnDataLoss=true, naming the
+    offsets, and with false skips to the first offset still in the store, as for a local log."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_log_source.datasource import KafkaLogStreamReader
+    from kafka_log_source.reader import DataLossError
+
+    configs = seaweedfs.storage_configs(prefix=f"retention-{tmp_path.name}")
+    make_read_topics.build(tmp_path, "t", 1, 40, 20, configs)
+    options = {"subscribe": "t", "path": configs["storage.uri"], **store_options(configs),
+               "startingOffsets": "earliest"}
+    reader = KafkaLogStreamReader(parse_source_options(options, streaming=True))
+    start = reader.initialOffset()
+    assert json.loads(json.dumps(start))["t"] == {"0": 0}
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "rlmm"),
+                                               "remote.log.metadata.topic.num.partitions": "2"})
+    with RemoteLogManager(PyArrowRemoteStorageManager(configs), rlmm) as rlm:
+        config = LogConfig(segment_bytes=4096, remote_storage_enable=True, local_retention_bytes=1,
+                           retention_bytes=8000, retention_ms=-1)
+        with Log.open(tmp_path / "tiered" / "t-0", config) as log:
+            expired = rlm.cleanup_expired_remote_log_segments(log)
+            first_left = rlm.remote_log_segments(log)[0].start_offset
+    assert expired.remote_segments_deleted > 0 and first_left > 0
+    end = reader.latestOffset(start, ReadAllAvailable())
+    (part,) = reader.partitions(start, end)
+    assert part.start == 0
+    with pytest.raises(DataLossError) as e:
+        list(reader.read(part))
+    assert f"[0, {first_left})" in str(e.value)
+    lenient = KafkaLogStreamReader(parse_source_options({**options, "failOnDataLoss": "false"}, streaming=True))
+    lenient.initialOffset()
+    (part,) = lenient.partitions(start, lenient.latestOffset(start, ReadAllAvailable()))
+    offsets = [o for b in lenient.read(part) for o in b.column("offset").to_pylist()]
+    assert offsets[0] == first_left and offsets[-1] == end["t"]["0"] - 1
