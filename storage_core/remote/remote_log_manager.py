@@ -245,6 +245,9 @@ class RemoteLogManager:
             for md in segments:
                 self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
                     md.remote_log_segment_id, self.clock(), md.custom_metadata, _DELETE_FINISHED, self.broker_id))
+            mirror = getattr(self.rlmm, "mirror", None)
+            if mirror is not None:
+                mirror.delete_partition(tip)
             self._highest.pop(TopicPartition(log.topic, log.partition), None)
             log.highest_offset_in_remote_storage = -1
             logger.info("Deleted the %d remote segments of %s (remote storage disabled)", len(segments), log.dir)

@@ -142,6 +142,21 @@ class RemoteLogMetadataStore:
             self._next[tip] = sequence + 1
 
 
+    def delete_partition(self, tip: TopicIdPartition) -> None:
+        """Removes the partition's events once all its remote data is gone (remote storage turned
+        off with ``remote.log.delete.on.disable``): a reader then finds no such partition, as
+        Kafka's metadata cache forgets a deleted partition."""
+        with self._lock:
+            try:
+                self.filesystem.delete_dir(self.partition_path(tip))
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise storage_error(f"Deleting the remote log metadata of {tip} ({self.partition_path(tip)}) "
+                                    f"in {self.store}", e) from e
+            finally:
+                self._next.pop(tip, None)
+
 def _fsync(path: str, directory: bool = False) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     try:
