@@ -83,7 +83,8 @@ class StagingStore:
                                 f"staging was changed or truncated")
 
     def delete(self, paths: Iterable[str]) -> None:
-        """Delete staged objects and their task folders once empty; a failure is logged, not raised: the data is committed, the sweep retries."""
+        """Delete staged objects and their task folders once empty; a failure is logged, not
+        raised: the data is committed, the sweep retries."""
         folders = set()
         for p in paths:
             folders.add(p.rsplit("/", 1)[0])

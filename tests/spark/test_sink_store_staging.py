@@ -186,7 +186,8 @@ def test_a_staged_object_changed_after_its_task_fails_the_commit_naming_it(seawe
 
 def test_tiering_fails_while_the_store_is_down_and_catches_up_at_the_next_commit(seaweedfs, tmp_path, caplog):
     where = prefix()
-    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "segment.bytes": "4096", "batch.size": "1024",
+    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "segment.bytes": "4096",
+                               "batch.size": "1024",
                                "remote.storage.enable": "true", "local.retention.bytes": "1",
                                "remotePath": f"s3://{seaweedfs.bucket}/{where}", **store_options(seaweedfs)})
     producer = load_producer(opts)
