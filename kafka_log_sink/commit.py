@@ -260,15 +260,15 @@ class SinkCoordinator:
         assert self.store is not None, "staged runs in a store but no staging store configured"
         folder = default_staging(self.opts) / "fetched" / f"batch-{self._batch_id}" / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
-        fetched: list[StagedRun] = []
+        store = self.store
+        fetched = [replace(run, path=str(folder / f"{i}-{run.path.rsplit('/', 1)[-1]}"), in_store=False)
+                   if run.in_store else run for i, run in enumerate(runs)]
+        todo = [(run, local) for run, local in zip(runs, fetched) if run.in_store]
         try:
-            for i, run in enumerate(runs):
-                if not run.in_store:
-                    fetched.append(run)
-                    continue
-                local = folder / f"{i}-{run.path.rsplit('/', 1)[-1]}"
-                self.store.fetch(run.path, run.size, local)
-                fetched.append(replace(run, path=str(local), in_store=False))
+            # the objects side by side: a store serves several requests at once
+            with ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch") as pool:
+                for f in [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]:
+                    f.result()
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise

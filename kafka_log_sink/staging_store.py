@@ -36,7 +36,7 @@ from storage_core.remote import open_store
 
 logger = logging.getLogger(__name__)
 
-FETCH_CHUNK = 8 << 20           # bytes per read of a fetched object (the store streams it)
+FETCH_CHUNK = 32 << 20          # bytes per read of a fetched object (a ranged GET each on S3)
 UPLOADING = ".uploading"
 
 

@@ -258,8 +258,15 @@ class BatchStager:
     def finish(self) -> SinkCommitMessage:
         for key in list(self._pending):
             self._encode_pending(key)
-        for staged, _ in self._files.values():
-            staged.finish()
+        files = [staged for staged, _ in self._files.values()]
+        if self.store is not None and len(files) > 1:
+            # each close completes an upload (a small file's whole PUT): side by side, not in turn
+            with ThreadPoolExecutor(min(len(files), 8), thread_name_prefix="kafkalog-upload") as pool:
+                for f in [pool.submit(staged.finish) for staged in files]:
+                    f.result()
+        else:
+            for staged in files:
+                staged.finish()
         self.close()
         # Staged files are not fsynced: they matter only until the driver's commit has
         # appended them to the logs (made durable there; a direct file is on disk already).
