@@ -215,3 +215,44 @@ def test_tiering_fails_while_the_store_is_down_and_catches_up_at_the_next_commit
     with Log.open(tmp_path / "data" / "t-0", read_only=True) as log:
         assert len(log.segments) == 1 and log.log_start_offset > 0               # local retention applied
     assert any(p.endswith(".log") for p in objects(seaweedfs, where))
+
+
+# ---------------------------------------------------------------------------- through Spark
+
+def test_spark_stream_with_staging_in_the_store_never_shows_the_secret(spark, seaweedfs, tmp_path):
+    """A streaming query (local[2]) staging in the store writes every input row once; its plan,
+    progress and the error of a write whose store is unreachable never show the secret key."""
+    with Log.open(tmp_path / "in" / "in-0") as log:
+        log.append(pa.table({"value": [f"r{i}".encode() for i in range(500)]}))
+    where = prefix()
+    store = store_options(seaweedfs)
+    secret = store["rsm.config.s3.secret.access.key"]
+    q = (spark.readStream.format("kafkalog").option("path", str(tmp_path / "in")).option("subscribe", "in")
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load().selectExpr("value")
+         .writeStream.format("kafkalog").option("path", str(tmp_path / "out")).option("topic", "t")
+         .option("checkpointLocation", str(tmp_path / "chk"))
+         .option("stagingLocation", f"s3://{seaweedfs.bucket}/{where}").options(**store)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None
+    shown = q._jsq.explainInternal(True) + json_dumps(q.recentProgress)
+    assert "kafkalog" in shown.lower() or "python" in shown.lower()
+    assert secret not in shown
+    assert sorted(committed_values(tmp_path / "out")) == sorted(f"r{i}" for i in range(500)), (
+        [p["numInputRows"] for p in q.recentProgress], sorted(str(p) for p in tmp_path.rglob("*")))
+    assert objects(seaweedfs, where) == []
+    df = spark.range(10).selectExpr("CAST(id AS STRING) AS value")
+    with pytest.raises(Exception) as e:
+        (df.write.format("kafkalog").option("path", str(tmp_path / "out2")).option("topic", "t")
+         .option("stagingLocation", f"s3://{seaweedfs.bucket}/{where}")
+         .options(**dict(store, **{"rsm.config.s3.endpoint": "http://127.0.0.1:9",
+                                   "rsm.config.s3.retry.max.attempts": "1",
+                                   "rsm.config.s3.connect.timeout.ms": "500"}))
+         .mode("append").save())
+    assert "127.0.0.1:9" in str(e.value) and secret not in str(e.value)
+    assert committed_values(tmp_path / "out2") == []
+
+
+def json_dumps(value) -> str:
+    import json
+    return json.dumps(value, default=str)
