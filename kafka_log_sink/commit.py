@@ -97,7 +97,9 @@ class SinkState:
         return None
 
     def show(self, name: str) -> str:
-        return str(self.local / name) if self.local is not None else f"{self.folder}/{name} in {self.store.name}"
+        if self.store is not None:
+            return f"{self.folder}/{name} in {self.store.name}"
+        return str(self.local / name if self.local is not None else name)
 
     def read(self, name: str) -> bytes | None:
         if self.store is not None:

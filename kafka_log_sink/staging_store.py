@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
@@ -169,12 +170,13 @@ class StoreStagingFile:
 
     def write(self, data: ByteBuffer) -> None:
         assert self._out is not None
+        src = np.frombuffer(data, np.uint8)
         try:
-            self._out.write(data)
+            self._out.write(src)
         except (OSError, pa.ArrowException) as e:
             raise KafkaLogError(f"Staging {self.path} in {self.store.name} failed after {self.size} bytes: "
                                 f"{e}") from None
-        self.size += memoryview(data).nbytes
+        self.size += len(src)
 
     def finish(self) -> None:
         """Complete the upload: the object is under its name, whole."""
