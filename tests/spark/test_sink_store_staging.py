@@ -256,3 +256,34 @@ def test_spark_stream_with_staging_in_the_store_never_shows_the_secret(spark, se
 def json_dumps(value) -> str:
     import json
     return json.dumps(value, default=str)
+
+
+def test_on_a_file_system_without_atomic_uploads_a_staged_file_is_moved_to_its_name_when_whole(tmp_path):
+    """A store that is not S3 (here pyarrow's local file system behind a URI, as hdfs:// or gs://
+    would be): the task writes ``.<name>.uploading`` and moves it to its name at the end; a
+    failed task's is deleted; the state file is replaced whole."""
+    store = StagingStore(f"file://{tmp_path}/stage", {})
+    assert not store.atomic_uploads
+    f = store.open(store.path("w", "batch-0", "task", "t-0.batches"))
+    f.write(b"x" * 1000)
+    folder = tmp_path / "stage" / "w" / "batch-0" / "task"
+    assert sorted(p.name for p in folder.iterdir()) == [".t-0.batches.uploading"]
+    f.finish()
+    assert sorted(p.name for p in folder.iterdir()) == ["t-0.batches"]
+    assert (folder / "t-0.batches").read_bytes() == b"x" * 1000
+    local = tmp_path / "fetched"
+    store.fetch(store.path("w", "batch-0", "task", "t-0.batches"), 1000, local)
+    assert local.read_bytes() == b"x" * 1000
+    with pytest.raises(KafkaLogError, match="holds 1000 bytes, its task wrote 999"):
+        store.fetch(store.path("w", "batch-0", "task", "t-0.batches"), 999, tmp_path / "again")
+    assert not (tmp_path / "again").exists()
+    failed = store.open(store.path("w", "batch-0", "task", "t-1.batches"))
+    failed.write(b"y" * 10)
+    failed.close()                                  # a failed task: never finished
+    assert sorted(p.name for p in folder.iterdir()) == ["t-0.batches"]
+    store.delete([store.path("w", "batch-0", "task", "t-0.batches")])
+    assert not folder.exists()                      # the task folder goes with its last file
+    store.write(store.path("state", "txn.json"), b"{}")
+    store.write(store.path("state", "txn.json"), b'{"a": 1}')
+    assert store.read(store.path("state", "txn.json")) == b'{"a": 1}'
+    assert [p.name for p in (tmp_path / "stage" / "state").iterdir()] == ["txn.json"]
