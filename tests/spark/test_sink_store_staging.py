@@ -287,3 +287,40 @@ def test_on_a_file_system_without_atomic_uploads_a_staged_file_is_moved_to_its_n
     store.write(store.path("state", "txn.json"), b'{"a": 1}')
     assert store.read(store.path("state", "txn.json")) == b'{"a": 1}'
     assert [p.name for p in (tmp_path / "stage" / "state").iterdir()] == ["txn.json"]
+
+
+def test_spark_stream_with_remote_path_tiers_the_rolled_segments_after_its_commits(spark, seaweedfs, tmp_path):
+    """A streaming query (3 micro-batches) with ``remotePath``: after the commits the rolled
+    segments are in the store as finished remote segments, local retention left the active
+    segment, and the remote segments plus the local log hold every record once, in order."""
+    from storage_core.checkpoint import PartitionMetadataFile, TopicPartition
+    from storage_core.remote import RemoteLogSegmentState, TopicBasedRemoteLogMetadataManager, TopicIdPartition
+
+    with Log.open(tmp_path / "in" / "in-0") as log:
+        log.append(pa.table({"value": [f"r{i:04d}".encode() * 8 for i in range(900)]}))
+    where = prefix()
+    q = (spark.readStream.format("kafkalog").option("path", str(tmp_path / "in")).option("subscribe", "in")
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "300").load().selectExpr("value")
+         .writeStream.format("kafkalog").option("path", str(tmp_path / "out")).option("topic", "t")
+         .option("checkpointLocation", str(tmp_path / "chk"))
+         .option("segment.bytes", "8192").option("batch.size", "2048")
+         .option("remote.storage.enable", "true").option("local.retention.bytes", "1")
+         .option("remotePath", f"s3://{seaweedfs.bucket}/{where}").options(**store_options(seaweedfs))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None and len(q.recentProgress) == 3
+    d = tmp_path / "out" / "t-0"
+    tip = TopicIdPartition(PartitionMetadataFile(d).read(), TopicPartition("t", 0))
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(tmp_path / "out")}, read_only=True)
+    try:
+        remote = sorted((m.start_offset, m.end_offset) for m in rlmm.list_remote_log_segments(tip)
+                        if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    finally:
+        rlmm.close()
+    with Log.open(d, read_only=True) as log:
+        assert len(log.segments) == 1 and remote                  # local retention: the active segment only
+        assert remote[0][0] == 0 and remote[-1][1] + 1 == log.log_start_offset
+        assert all(b[0] == a[1] + 1 for a, b in zip(remote, remote[1:]))
+        # 900 records and a COMMIT marker per micro-batch
+        assert log.log_end_offset == 903
+    assert any(p.endswith(".log") for p in objects(seaweedfs, where))
