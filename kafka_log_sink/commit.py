@@ -9,6 +9,7 @@ coordinator (``TransactionCoordinator``) over the partition logs:
 2. append every staged batch to its partition, numbered by the log (base offset) and by the
    producer's sequence in that partition (base sequence, its CRC updated), made durable
    (``staged_append``: the bytes are copied by the kernel, the driver touches headers only);
+   staged files in a store (``staging_store``) are first fetched to the driver's own folder;
 3. record ``"prepare_commit"``: from here the batch is committed whatever happens;
 4. append a COMMIT marker to every partition; record ``"complete"``.
 
@@ -17,7 +18,9 @@ would: an ``ongoing`` transaction is aborted (ABORT markers: its records stay in
 ``read_committed`` reader never sees them), a ``prepare_commit`` one is committed on the
 partitions still missing their marker. A batch id at or below the last complete one is not
 appended again (Spark replays the last batch after a restart). A ``read_committed`` reader
-therefore sees every micro-batch exactly once and never a part of one.
+therefore sees every micro-batch exactly once and never a part of one. The transaction log and
+the producer identity live in a store folder when ``checkpointLocation`` is a store URI
+(``SinkState``), each replaced whole.
 """
 
 from __future__ import annotations
