@@ -41,6 +41,7 @@ from storage_core.checkpoint import TopicPartition as StorageTopicPartition
 from storage_core.checkpoint import topic_id_from_str, topic_id_to_str
 from storage_core.errors import CorruptRecordError, KafkaLogError, RemoteStorageError
 from storage_core.format import decode_run
+from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, read_field
 from storage_core.format.log_input_stream import max_batch_read_size
 from storage_core.index import AbortedTxn
 from storage_core.log import aborted_mask
@@ -56,7 +57,7 @@ from .reader import (KafkaLogInputPartition, _data_lost, _visible, arrow_schema,
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 4 << 20            # one ranged read
+CHUNK = 8 << 20            # one ranged read (aligned to its size)
 READ_AHEAD = 4             # ranged reads in flight per task
 _SEARCH_CHUNK = 256 << 10  # the first read of a timestamp search
 
@@ -283,14 +284,16 @@ def read_any_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
     return read_partition(p)
 
 
-def read_remote_partition(p: KafkaLogRemoteInputPartition) -> Iterator[pa.RecordBatch]:
+def read_remote_partition(p: KafkaLogRemoteInputPartition, chunk: int | None = None) -> Iterator[pa.RecordBatch]:
+    """The task's read of ``p`` from the store, in ranged reads of ``chunk`` bytes (default
+    ``CHUNK``, at least the partition's ``max_bytes``)."""
     schema = arrow_schema(p.include_headers)
-    for table in _remote_tables(p):
+    for table in _remote_tables(p, chunk or max(CHUNK, p.max_bytes)):
         if table.num_rows:
             yield from to_spark_batches(table, p.topic, p.partition, schema, p.include_headers)
 
 
-def _remote_tables(p: KafkaLogRemoteInputPartition) -> Iterator[pa.Table]:
+def _remote_tables(p: KafkaLogRemoteInputPartition, chunk: int) -> Iterator[pa.Table]:
     offset = p.start
     if p.start >= p.end:
         return
@@ -303,7 +306,7 @@ def _remote_tables(p: KafkaLogRemoteInputPartition) -> Iterator[pa.Table]:
             if offset >= p.end:
                 return
             try:
-                for raw in _segment_tables(fs, pool, read, p):
+                for raw in _segment_tables(fs, pool, read, p, chunk):
                     table = _visible(raw, offset, p.end)
                     if aborted and table.num_rows:
                         table = table.filter(pa.array(~aborted_mask(table, aborted)))
@@ -319,8 +322,23 @@ def _remote_tables(p: KafkaLogRemoteInputPartition) -> Iterator[pa.Table]:
         _data_lost(p, offset, p.end, "the store ends before it")
 
 
+def _rest_of_batch(pending: bytes | memoryview, data: bytes, limit: int) -> int | None:
+    """How many bytes of ``data`` complete the batch that ``pending`` begins; None when its
+    header claims an impossible size (the whole-buffer decode then names the problem)."""
+    if len(pending) < LOG_OVERHEAD:
+        head = bytes(pending) + bytes(memoryview(data)[:LOG_OVERHEAD - len(pending)])
+        if len(head) < LOG_OVERHEAD:
+            return None
+    else:
+        head = bytes(memoryview(pending)[:LOG_OVERHEAD])
+    size = int(read_field(head, [0], BatchField.LENGTH)[0]) + LOG_OVERHEAD
+    if size <= len(pending) or size > limit:
+        return None
+    return size - len(pending)
+
+
 def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteSegmentRead,
-                    p: KafkaLogRemoteInputPartition) -> Iterator[pa.Table]:
+                    p: KafkaLogRemoteInputPartition, chunk: int) -> Iterator[pa.Table]:
     """The decoded batches of ``read``'s object from its position, chunk by chunk: the next
     ranged reads are issued ahead while a chunk is decoded; a batch cut by a chunk's end is
     completed by the next one. Raw storage rows (control records included)."""
@@ -331,7 +349,6 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
         if isinstance(e, FileNotFoundError) or "NoSuchKey" in str(e) or "does not exist" in str(e):
             raise FileNotFoundError(read.object_path) from e
         raise RemoteStorageError(f"Opening {what} for {p.topic}-{p.partition}: {e}") from e
-    chunk = max(CHUNK, p.max_bytes)
     inflight: deque[Future[bytes]] = deque()
     position = read.position
     issued = position
@@ -340,16 +357,32 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
         pending: bytes | memoryview = b""
         while issued < read.size or inflight:
             while len(inflight) < READ_AHEAD and issued < read.size:
-                n = min(chunk, read.size - issued)
+                n = min(chunk - issued % chunk, read.size - issued)   # aligned: the store serves them cheaper
                 inflight.append(pool.submit(f.read_at, n, issued))
                 issued += n
             try:
                 data = inflight.popleft().result()
             except OSError as e:
                 raise RemoteStorageError(f"Reading {what} for {p.topic}-{p.partition}: {e}") from e
-            buf: bytes | memoryview = bytes(pending) + data if pending else data
             start = position - len(pending)
             position += len(data)
+            buf: bytes | memoryview = data
+            if pending:
+                # the batch cut by the last chunk's end, completed from this chunk's front: only
+                # that batch is copied, the rest of the chunk is decoded where it lies
+                need = _rest_of_batch(pending, data, limit)
+                if need is None or need > len(data):
+                    buf = bytes(pending) + data            # a batch longer than a chunk (or a bad header)
+                else:
+                    joined = bytes(pending) + memoryview(data)[:need]
+                    try:
+                        run = decode_run(joined, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
+                    except CorruptRecordError as e:
+                        raise e.located(source=what, base_position=start) from e.__cause__
+                    if run.table.num_rows:
+                        yield run.table
+                    buf = memoryview(data)[need:]
+                    start += len(joined)
             while True:
                 try:
                     run = decode_run(buf, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)

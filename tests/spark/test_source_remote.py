@@ -279,3 +279,22 @@ def test_streaming_offsets_below_what_remote_retention_left_are_data_loss(tmp_pa
     (part,) = lenient.partitions(start, lenient.latestOffset(start, ReadAllAvailable()))
     offsets = [o for b in lenient.read(part) for o in b.column("offset").to_pylist()]
     assert offsets[0] == first_left and offsets[-1] == end["t"]["0"] - 1
+
+
+@pytest.mark.parametrize("chunk", [61, 1000, 7777, 1 << 16])
+def test_a_task_reads_the_same_rows_whatever_its_chunks_cut(tmp_path, seaweedfs, chunk):
+    """A task's ranged reads end anywhere in a batch: a batch cut by a chunk's end is completed
+    from the next chunk's front (or, longer than a chunk, joined whole); the rows are those of a
+    read in one piece, in order, for every partition (fault-free; chunk sizes well below a batch,
+    around a batch and above it)."""
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    _, options = remote_topic(tmp_path, seaweedfs, f"chunks{chunk}")
+    reader = KafkaLogBatchReader(parse_source_options(options, streaming=False))
+    parts = reader.partitions()
+    assert parts and all(p.reads for p in parts)
+    for part in parts:
+        whole = pa.Table.from_batches(list(read_remote_partition(part, chunk=64 << 20)))
+        cut = pa.Table.from_batches(list(read_remote_partition(part, chunk=chunk)))
+        assert whole.num_rows > 0 and cut.equals(whole)
+        assert cut.column("offset").to_pylist() == list(range(part.start, part.end))
