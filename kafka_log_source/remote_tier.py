@@ -369,7 +369,10 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
                 n = min(chunk - issued % chunk, read.size - issued)   # aligned: the store serves them cheaper
                 slot = issued_count % READ_AHEAD
                 if slot == len(handles):
-                    handles.append(fs.open_input_file(read.object_path))
+                    try:
+                        handles.append(fs.open_input_file(read.object_path))
+                    except OSError as e:
+                        raise RemoteStorageError(f"Opening {what} for {p.topic}-{p.partition}: {e}") from e
                 inflight.append(pool.submit(_read_buffer, handles[slot], n, issued))
                 issued += n
                 issued_count += 1
