@@ -322,7 +322,7 @@ def _remote_tables(p: KafkaLogRemoteInputPartition, chunk: int) -> Iterator[pa.T
         _data_lost(p, offset, p.end, "the store ends before it")
 
 
-def _rest_of_batch(pending: bytes | memoryview, data: bytes, limit: int) -> int | None:
+def _rest_of_batch(pending: bytes | memoryview, data: bytes | memoryview, limit: int) -> int | None:
     """How many bytes of ``data`` complete the batch that ``pending`` begins; None when its
     header claims an impossible size (the whole-buffer decode then names the problem)."""
     if len(pending) < LOG_OVERHEAD:
@@ -337,6 +337,11 @@ def _rest_of_batch(pending: bytes | memoryview, data: bytes, limit: int) -> int 
     return size - len(pending)
 
 
+def _read_buffer(f: pa.NativeFile, n: int, position: int) -> pa.Buffer:
+    f.seek(position)
+    return f.read_buffer(n)
+
+
 def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteSegmentRead,
                     p: KafkaLogRemoteInputPartition, chunk: int) -> Iterator[pa.Table]:
     """The decoded batches of ``read``'s object from its position, chunk by chunk: the next
@@ -349,19 +354,30 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
         if isinstance(e, FileNotFoundError) or "NoSuchKey" in str(e) or "does not exist" in str(e):
             raise FileNotFoundError(read.object_path) from e
         raise RemoteStorageError(f"Opening {what} for {p.topic}-{p.partition}: {e}") from e
-    inflight: deque[Future[bytes]] = deque()
+    inflight: deque[Future[pa.Buffer]] = deque()
     position = read.position
     issued = position
     limit = max_batch_read_size()
+    # one handle per read in flight, each read as a seek and read_buffer: an Arrow buffer, not
+    # the copy into bytes that read_at makes (a handle's position is its own, so one at a time)
+    handles = [f]
+    issued_count = 0
     try:
         pending: bytes | memoryview = b""
         while issued < read.size or inflight:
             while len(inflight) < READ_AHEAD and issued < read.size:
                 n = min(chunk - issued % chunk, read.size - issued)   # aligned: the store serves them cheaper
-                inflight.append(pool.submit(f.read_at, n, issued))
+                slot = issued_count % READ_AHEAD
+                if slot == len(handles):
+                    try:
+                        handles.append(fs.open_input_file(read.object_path))
+                    except OSError as e:
+                        raise RemoteStorageError(f"Opening {what} for {p.topic}-{p.partition}: {e}") from e
+                inflight.append(pool.submit(_read_buffer, handles[slot], n, issued))
                 issued += n
+                issued_count += 1
             try:
-                data = inflight.popleft().result()
+                data = memoryview(inflight.popleft().result())
             except OSError as e:
                 raise RemoteStorageError(f"Reading {what} for {p.topic}-{p.partition}: {e}") from e
             start = position - len(pending)
@@ -384,8 +400,15 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
                     buf = memoryview(data)[need:]
                     start += len(joined)
             while True:
+                # a window of about max_bytes at a time, as a local fetch reads: decode_run scans
+                # (and CRC-checks) every batch up to its end, so a whole chunk at each call would
+                # check the bytes past the max_decoded stop again at the next call
+                window = min(len(buf), p.max_bytes)
                 try:
-                    run = decode_run(buf, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
+                    run = decode_run(buf, end=window, max_decoded=p.max_bytes, check_order=True,
+                                     max_batch_size=limit)
+                    if run.batches == 0 and window < len(buf):     # a batch longer than the window
+                        run = decode_run(buf, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
                 except CorruptRecordError as e:
                     raise e.located(source=what, base_position=start) from e.__cause__
                 if run.batches == 0:
@@ -403,4 +426,8 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteS
     finally:
         for fut in inflight:
             fut.cancel()
-        f.close()
+        for fut in inflight:
+            if not fut.cancelled():
+                fut.exception()        # wait: a read still running uses its handle
+        for h in handles:
+            h.close()

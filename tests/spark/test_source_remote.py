@@ -298,3 +298,24 @@ def test_a_task_reads_the_same_rows_whatever_its_chunks_cut(tmp_path, seaweedfs,
         cut = pa.Table.from_batches(list(read_remote_partition(part, chunk=chunk)))
         assert whole.num_rows > 0 and cut.equals(whole)
         assert cut.column("offset").to_pylist() == list(range(part.start, part.end))
+
+
+@pytest.mark.parametrize("max_bytes", [100, 1500])
+def test_a_task_decodes_its_chunks_a_fetch_size_at_a_time(tmp_path, seaweedfs, max_bytes):
+    """A chunk is decoded ``maxBytesPerFetch`` bytes at a time (as a local fetch reads), a batch
+    longer than that whole: the rows are those of one whole read, in tables of a few batches
+    (100 bytes: below one batch, so one batch per table)."""
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    _, options = remote_topic(tmp_path, seaweedfs, f"window{max_bytes}")
+    whole_parts = KafkaLogBatchReader(parse_source_options(options, streaming=False)).partitions()
+    parts = KafkaLogBatchReader(parse_source_options({**options, "maxBytesPerFetch": str(max_bytes)},
+                                                     streaming=False)).partitions()
+    assert len(parts) == len(whole_parts) and all(p.max_bytes == max_bytes for p in parts)
+    for whole_part, part in zip(whole_parts, parts):
+        whole = pa.Table.from_batches(list(read_remote_partition(whole_part, chunk=64 << 20)))
+        batches = list(read_remote_partition(part, chunk=1 << 16))
+        assert pa.Table.from_batches(batches).equals(whole) and whole.num_rows > 0
+        assert len(batches) > 1
+        if max_bytes == 100:
+            assert all(len(set(b.column("offset").to_numpy() // 20)) == 1 for b in batches)
