@@ -154,6 +154,14 @@ class RemoteLogManager:
         assert log.topic_id is not None
         return TopicIdPartition(log.topic_id, TopicPartition(log.topic, log.partition))
 
+    def _lead(self, log: Log) -> TopicIdPartition:
+        """The partition's id with its metadata loaded, as a new leader loads it
+        (``onPartitionLeadershipChanges``) before a pass; the caller holds the lock."""
+        self._check_open()
+        tip = self.topic_id_partition(log)
+        self.rlmm.on_partition_leadership_changes([tip], [])
+        return tip
+
     def _segments(self, tip: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
         return sorted(self.rlmm.list_remote_log_segments(tip), key=lambda m: (m.start_offset, m.end_offset))
 
@@ -232,9 +240,7 @@ class RemoteLogManager:
         ``DELETE_SEGMENT_FINISHED``; the highest offset in remote storage is forgotten (local
         retention no longer waits for it). Returns how many segments went."""
         with self._lock:
-            self._check_open()
-            tip = self.topic_id_partition(log)
-            self.rlmm.on_partition_leadership_changes([tip], [])
+            tip = self._lead(log)
             segments = self._segments(tip)
             for md in segments:
                 if md.state is not _DELETE_STARTED:
@@ -262,9 +268,7 @@ class RemoteLogManager:
         if not is_remote_log_enabled(log) or log.config.remote_log_copy_disable:
             return result
         with self._lock:
-            self._check_open()
-            tip = self.topic_id_partition(log)
-            self.rlmm.on_partition_leadership_changes([tip], [])
+            tip = self._lead(log)
             result.orphans_deleted = self._delete_unfinished(tip)
             copied = self._refresh_highest(log, tip)
             lso = log.last_stable_offset
@@ -356,9 +360,7 @@ class RemoteLogManager:
             return result
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
-            self._check_open()
-            tip = self.topic_id_partition(log)
-            self.rlmm.on_partition_leadership_changes([tip], [])
+            tip = self._lead(log)
             result.orphans_deleted = self._delete_unfinished(tip)
             highest = self._refresh_highest(log, tip)
             finished = [m for m in self._segments(tip) if m.state is _FINISHED]
@@ -444,8 +446,7 @@ class RemoteLogManager:
                 or log.topic in _NOT_TIERED_TOPICS:
             return False
         with self._lock:
-            tip = self.topic_id_partition(log)
-            self.rlmm.on_partition_leadership_changes([tip], [])
+            tip = self._lead(log)
             return any(md.state is not _DELETE_FINISHED for md in self._segments(tip))
 
     def _finish_disable(self, log: Log) -> TierResult:
