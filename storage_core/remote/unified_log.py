@@ -44,7 +44,7 @@ from ..format.log_input_stream import default_max_decompressed
 from ..index import AbortedTxn
 from ..log import (EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, FetchResult, Log, TimestampAndOffset, aborted_mask,
                    is_read_committed, rows_in_range)
-from .metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from .metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
 from .remote_index_cache import RemoteIndexCache
 from .remote_log_metadata_manager import RemoteLogMetadataManager
 from .storage_manager import RemoteStorageManager, describe_segment
@@ -149,6 +149,7 @@ class UnifiedLog:
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
         self._next_offset = -1                   # where the last remote fetch said to go on
+        self._described: tuple[RemoteLogSegmentId, str] | None = None
 
     # ------------------------------------------------------------------------------ offsets
 
@@ -269,7 +270,7 @@ class UnifiedLog:
             # endOffset may lie past the segment's last batch: the next read starts after it
             self._next_offset = min(upper, md.end_offset + 1)
             return FetchResult(empty_table(), self._next_offset)
-        source = describe_segment(md)
+        source = self._describe(md)
         try:
             run = decode_run(data, end=decode_end, check_order=True,
                              max_decoded=max_bytes, source=source,
@@ -293,6 +294,14 @@ class UnifiedLog:
                 mask = pa.array(~aborted_mask(table, aborted))
                 keep = mask if keep is None else pc.and_(keep, mask)
         return FetchResult(table if keep is None else table.filter(keep), next_offset)
+
+    def _describe(self, md: RemoteLogSegmentMetadata) -> str:
+        """``describe_segment(md)``, kept for the segment being swept (a sweep's fetches would
+        otherwise format the same name, topic id and segment id in base64, every time)."""
+        key = md.remote_log_segment_id
+        if self._described is None or self._described[0] != key:
+            self._described = (key, describe_segment(md))
+        return self._described[1]
 
     def collect_aborted_txns(self, md: RemoteLogSegmentMetadata, fetch_offset: int,
                              upper_bound: int) -> list[AbortedTxn]:
@@ -336,16 +345,20 @@ class UnifiedLog:
             if sequential:
                 sweep.drop_before(position)
                 self._issue_ahead(sweep)
-            return self._view(sweep, position, want), position
+            return self._view(sweep, position, want, whole_batches=sequential), position
         self._drop_sweep()
         data = self._range(md, position, want)
         self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want)
         return data, position
 
-    def _view(self, sweep: _Sweep, position: int, end: int) -> bytes | memoryview:
+    def _view(self, sweep: _Sweep, position: int, end: int, *, whole_batches: bool = False) -> bytes | memoryview:
         """Bytes ``[position, end)`` of the sweep's segment: a slice of one piece (no copy), the
         pieces joined in the sweep's scratch buffer where it straddles them (valid until the next
-        call); what lies past the reads issued is read now."""
+        call); what lies past the reads issued is read now. ``whole_batches`` (a batch starts at
+        ``position``; the caller decodes whole batches and may return fewer bytes than asked, as
+        a fetch that ends at a segment's end does): where the range straddles pieces, only the
+        rest of the first piece when a whole batch lies in it, else only the batch that its end
+        cuts is joined, so a sweep copies one batch per chunk rather than a fetch's bytes."""
         if sweep.issued_to < end:
             sweep.pieces.append((sweep.issued_to, end, self._range(sweep.segment, sweep.issued_to, end)))
             sweep.issued_to = end
@@ -359,10 +372,23 @@ class UnifiedLog:
         if len(parts) == 1:
             return parts[0]
         n = end - position
+        if whole_batches:
+            first = parts[0]
+            head = bytes(first[:LOG_OVERHEAD])
+            if len(head) < LOG_OVERHEAD:
+                head += bytes(parts[1][:LOG_OVERHEAD - len(head)])
+            if len(head) == LOG_OVERHEAD:
+                size = LOG_OVERHEAD + _field(head, 0, BatchField.LENGTH)
+                if size <= len(first):
+                    return first
+                n = min(n, max(size, LOG_OVERHEAD))
         if sweep.scratch is None or len(sweep.scratch) < n:
             sweep.scratch = bytearray(n)
         joined, at = memoryview(sweep.scratch), 0
         for part in parts:
+            if at >= n:
+                break
+            part = part[:n - at]
             joined[at:at + len(part)] = part
             at += len(part)
         return joined[:n]
