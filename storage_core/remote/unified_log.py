@@ -20,7 +20,8 @@ whole batch and issues the next ranged reads ahead, in parallel on a small threa
 ``read_ahead`` chunks per sweep (bounded memory). The chunks read ahead are whole multiples of
 the chunk size in the object (whatever offset the sweep began at: the store serves the same
 aligned ranges), several fetches long, so that most fetches lie in one chunk and decode a slice
-of it without a copy; only a fetch that straddles two chunks joins its bytes.
+of it without a copy; a fetch that reaches past a chunk's end stops at the last whole batch in
+the chunk, and only a batch cut by a chunk's end is joined (that fetch returns it alone).
 """
 
 from __future__ import annotations
