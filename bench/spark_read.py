@@ -91,9 +91,10 @@ def cpu_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def tree_cpu_seconds() -> float:
-    """User + system CPU seconds of this process and all its descendants alive now."""
-    parent, ticks = {}, {}
+def proc_stats() -> dict[int, tuple[int, str, float, float]]:
+    """Every process now: pid -> (parent pid, name, its user + system CPU seconds, those of its
+    exited children it waited for), from /proc."""
+    out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -102,16 +103,29 @@ def tree_cpu_seconds() -> float:
         except OSError:
             continue
         rest = stat[stat.rindex(")") + 2:].split()
-        parent[int(d.name)] = int(rest[1])
-        ticks[int(d.name)] = int(rest[11]) + int(rest[12])
-    mine, frontier = {os.getpid()}, [os.getpid()]
+        tick = os.sysconf("SC_CLK_TCK")
+        out[int(d.name)] = (int(rest[1]), stat[stat.index("(") + 1:stat.rindex(")")],
+                            (int(rest[11]) + int(rest[12])) / tick, (int(rest[13]) + int(rest[14])) / tick)
+    return out
+
+
+def descendants(stats: dict[int, tuple[int, str, float, float]], root: int) -> list[int]:
+    """``root`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    found, frontier = [], [root]
     while frontier:
         pid = frontier.pop()
-        for child, ppid in parent.items():
-            if ppid == pid and child not in mine:
-                mine.add(child)
-                frontier.append(child)
-    return sum(ticks.get(p, 0) for p in mine) / os.sysconf("SC_CLK_TCK")
+        found.append(pid)
+        frontier.extend(children.get(pid, ()))
+    return found
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and all its descendants alive now."""
+    stats = proc_stats()
+    return sum(stats[p][2] for p in descendants(stats, os.getpid()) if p in stats)
 
 
 def process_cpu(server_pid: int | None = None) -> dict[str, float]:
@@ -119,36 +133,16 @@ def process_cpu(server_pid: int | None = None) -> dict[str, float]:
     benchmark's processes by role: ``driver`` (this process), ``jvm`` (its Java children: the
     Spark driver and executor, local mode), ``workers`` (everything below the JVM: Spark's Python
     workers and their daemon) and ``server`` (process ``server_pid`` and below: the S3 server)."""
-    info: dict[int, tuple[int, str, float]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        rest = stat[stat.rindex(")") + 2:].split()
-        info[int(d.name)] = (int(rest[1]), comm, sum(int(x) for x in rest[11:15]) / os.sysconf("SC_CLK_TCK"))
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in info.items():
-        children.setdefault(ppid, []).append(pid)
+    stats = proc_stats()
 
-    def tree(root: int) -> list[int]:
-        found, frontier = [], [root]
-        while frontier:
-            pid = frontier.pop()
-            found.append(pid)
-            frontier.extend(children.get(pid, ()))
-        return found
+    def cpu(pids) -> float:
+        return sum(stats[p][2] + stats[p][3] for p in pids if p in stats)
 
     me = os.getpid()
-    jvms = [pid for pid in children.get(me, ()) if info[pid][1] == "java"]
-    out = {"driver": info[me][2] if me in info else 0.0,
-           "jvm": sum(info[pid][2] for pid in jvms),
-           "workers": sum(info[pid][2] for jvm in jvms for pid in tree(jvm) if pid != jvm),
-           "server": sum(info[pid][2] for pid in tree(server_pid)) if server_pid in info else 0.0}
-    return out
+    jvms = [pid for pid, (ppid, comm, *_) in stats.items() if ppid == me and comm == "java"]
+    return {"driver": cpu([me]), "jvm": cpu(jvms),
+            "workers": cpu(p for jvm in jvms for p in descendants(stats, jvm) if p != jvm),
+            "server": cpu(descendants(stats, server_pid)) if server_pid in stats else 0.0}
 
 
 def ceiling_source(partitions: int, rows_per_partition: int, batch_rows: int):
