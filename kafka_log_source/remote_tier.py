@@ -392,12 +392,15 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, buffers: list
     free = list(range(len(buffers) - 1, -1, -1))
     inflight: deque[tuple[Future[int], int, int]] = deque()
     position = issued = read.position
+    ahead_end = _read_ahead_end(read, p)
     limit = max_batch_read_size()
     pending = np.empty(0, np.uint8)
     try:
         while issued < read.size or inflight:
-            while free and issued < read.size:
+            while free and issued < read.size and (issued < ahead_end or not inflight):
                 n = min(chunk - issued % chunk, read.size - issued)   # aligned: the store serves them cheaper
+                if issued < ahead_end:
+                    n = min(n, ahead_end - issued)
                 slot = free.pop()
                 if handles[slot] is None:
                     try:
@@ -438,6 +441,18 @@ def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, buffers: list
         for h in handles:
             if h is not None:
                 h.close()
+
+
+def _read_ahead_end(read: RemoteSegmentRead, p: KafkaLogRemoteInputPartition) -> int:
+    """Where reads of ``read``'s object stop going ahead: the object's end, or, when the range
+    ends inside it (a micro-batch, a split range), twice the bytes up to the range's end as its
+    bytes per offset estimate them (plus 64 KiB). Past it, a read is issued only once the last
+    is decoded and the range goes on: a task does not read the rest of a segment it stops in."""
+    if p.end > read.end_offset:
+        return read.size
+    first = max(p.start, read.start_offset)
+    estimate = (p.end - first) * read.size // (read.end_offset - read.start_offset + 1)
+    return min(read.size, read.position + 2 * estimate + (64 << 10))
 
 
 def _decode_chunk(data: np.ndarray, start: int, p: KafkaLogRemoteInputPartition, what: str,

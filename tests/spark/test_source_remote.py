@@ -400,3 +400,53 @@ def test_remote_read_bytes_sizes_a_tasks_ranged_reads(tmp_path, seaweedfs):
     for a, b in zip(default, small):
         assert pa.Table.from_batches(list(read_remote_partition(a))).equals(
             pa.Table.from_batches(list(read_remote_partition(b))))
+
+
+def _requests(monkeypatch) -> list[tuple[int, int]]:
+    """Every ranged read a task issues, as (position, bytes): an observer around the real read."""
+    from kafka_log_source import remote_tier
+
+    seen: list[tuple[int, int]] = []
+    real = remote_tier._read_into
+
+    def observed(f, into, position):
+        seen.append((position, len(into)))
+        return real(f, into, position)
+
+    monkeypatch.setattr(remote_tier, "_read_into", observed)
+    return seen
+
+
+def test_a_range_ending_inside_a_segment_reads_little_past_it(tmp_path, seaweedfs, monkeypatch):
+    """A range that ends early in a big segment (a micro-batch, a split range) reads ahead only
+    about twice the bytes its offsets need, not the rest of the segment; when that estimate is
+    short (here: the segment's offsets made to look ten times sparser), the reads go on one at a
+    time until the range is read, so the rows are right either way."""
+    from dataclasses import replace
+
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    configs = seaweedfs.storage_configs(prefix=f"early-{tmp_path.name}")
+    make_read_topics.build(tmp_path, "t", 1, 1000, 20, configs, segment_bytes=8 << 20, remote_only=True)
+
+    def planned(start: int, end: int):
+        (part,) = KafkaLogBatchReader(parse_source_options({
+            "subscribe": "t", "path": configs["storage.uri"], **store_options(configs),
+            "startingOffsets": json.dumps({"t": {"0": start}}), "endingOffsets": json.dumps({"t": {"0": end}})},
+            streaming=False)).partitions()
+        (read,) = part.reads
+        return part, read, (end - start) * read.size // (read.end_offset - read.start_offset + 1)
+
+    part, read, needed = planned(2000, 3000)
+    assert read.size - read.position > 4 * (2 * needed + (64 << 10))      # the segment's rest is most of it
+    seen = _requests(monkeypatch)
+    rows = pa.Table.from_batches(list(read_remote_partition(part)))
+    assert rows.column("offset").to_pylist() == list(range(2000, 3000))
+    assert sum(n for _, n in seen) <= 2 * needed + (64 << 10) and seen[0][0] == read.position
+    part, read, needed = planned(2000, 6000)
+    sparse = replace(part, reads=(replace(read, end_offset=read.start_offset + 10 * (read.end_offset -
+                                                                                      read.start_offset)),))
+    seen.clear()
+    rows = pa.Table.from_batches(list(read_remote_partition(sparse, chunk=16 << 10)))
+    assert rows.column("offset").to_pylist() == list(range(2000, 6000))
+    assert sum(n for _, n in seen) > 2 * needed / 10 + (64 << 10)        # read on past the short estimate
