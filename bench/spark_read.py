@@ -23,7 +23,8 @@ path) with each 4 MiB fetch's positioned read and decode timed.
   the local copy deleted; the driver plans from the store's metadata and indexes, tasks read their
   byte ranges from the store) against the same records in a local directory; sides alternating,
   best of ``--repeat``, the ratio store / local (goal >= 0.7). The store's server shares the
-  machine's CPUs with Spark.
+  machine's CPUs with Spark. Beside it, each side's CPU seconds per GiB (median of the rounds)
+  by process (``process_cpu``): the S3 server, the JVM, Spark's Python workers, this driver.
 
 Checks: every timed query's count and sum of value lengths (the records written, 100 bytes
 each) on both sides.
@@ -90,9 +91,10 @@ def cpu_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def tree_cpu_seconds() -> float:
-    """User + system CPU seconds of this process and all its descendants alive now."""
-    parent, ticks = {}, {}
+def proc_stats() -> dict[int, tuple[int, str, float, float]]:
+    """Every process now: pid -> (parent pid, name, its user + system CPU seconds, those of its
+    exited children it waited for), from /proc."""
+    out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -101,16 +103,46 @@ def tree_cpu_seconds() -> float:
         except OSError:
             continue
         rest = stat[stat.rindex(")") + 2:].split()
-        parent[int(d.name)] = int(rest[1])
-        ticks[int(d.name)] = int(rest[11]) + int(rest[12])
-    mine, frontier = {os.getpid()}, [os.getpid()]
+        tick = os.sysconf("SC_CLK_TCK")
+        out[int(d.name)] = (int(rest[1]), stat[stat.index("(") + 1:stat.rindex(")")],
+                            (int(rest[11]) + int(rest[12])) / tick, (int(rest[13]) + int(rest[14])) / tick)
+    return out
+
+
+def descendants(stats: dict[int, tuple[int, str, float, float]], root: int) -> list[int]:
+    """``root`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    found, frontier = [], [root]
     while frontier:
         pid = frontier.pop()
-        for child, ppid in parent.items():
-            if ppid == pid and child not in mine:
-                mine.add(child)
-                frontier.append(child)
-    return sum(ticks.get(p, 0) for p in mine) / os.sysconf("SC_CLK_TCK")
+        found.append(pid)
+        frontier.extend(children.get(pid, ()))
+    return found
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and all its descendants alive now."""
+    stats = proc_stats()
+    return sum(stats[p][2] for p in descendants(stats, os.getpid()) if p in stats)
+
+
+def process_cpu(server_pid: int | None = None) -> dict[str, float]:
+    """CPU seconds so far (user + system, with those of exited children waited for) of this
+    benchmark's processes by role: ``driver`` (this process), ``jvm`` (its Java children: the
+    Spark driver and executor, local mode), ``workers`` (everything below the JVM: Spark's Python
+    workers and their daemon) and ``server`` (process ``server_pid`` and below: the S3 server)."""
+    stats = proc_stats()
+
+    def cpu(pids) -> float:
+        return sum(stats[p][2] + stats[p][3] for p in pids if p in stats)
+
+    me = os.getpid()
+    jvms = [pid for pid, (ppid, comm, *_) in stats.items() if ppid == me and comm == "java"]
+    return {"driver": cpu([me]), "jvm": cpu(jvms),
+            "workers": cpu(p for jvm in jvms for p in descendants(stats, jvm) if p != jvm),
+            "server": cpu(descendants(stats, server_pid)) if server_pid in stats else 0.0}
 
 
 def ceiling_source(partitions: int, rows_per_partition: int, batch_rows: int):
@@ -255,21 +287,36 @@ def bench_remote(args) -> None:
         for df in sides.values():                  # warm the Python workers once
             df().limit(1).collect()
         times: dict[str, list[float]] = {k: [] for k in sides}
+        cpu: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+        gib = size / (1 << 30)
         for _ in range(args.repeat):
             for name, df in sides.items():
                 df().createOrReplaceTempView("src")
+                before = process_cpu(server.proc.pid)
                 t = time.perf_counter()
                 row = spark.sql(query).collect()[0]
                 times[name].append(time.perf_counter() - t)
+                after = process_cpu(server.proc.pid)
+                cpu[name].append({k: (after[k] - before[k]) / gib for k in after})
                 assert row.n == total, f"{name}: count(*) {row.n}, {total} records written"
                 assert row.bytes == total * VALUE, f"{name}: sum(length(value)) {row.bytes}, {total * VALUE} written"
         print(f"remote: {total:,} records ({size / (1 << 30):.2f} GiB of segments, {args.partitions} partitions); "
-              f"{query}; best of {args.repeat}")
+              f"{query}; best of {args.repeat}; load average {os.getloadavg()[0]:.1f}")
         best = {k: min(v) for k, v in times.items()}
         for name in sides:
             print(f"  {name:10s} {total / best[name]:>12,.0f} rows/s  ({best[name]:.2f} s, "
-                  f"{size / best[name] / (1 << 20):,.0f} MiB/s)")
+                  f"{size / best[name] / (1 << 20):,.0f} MiB/s)   rounds: "
+                  + " ".join(f"{t:.2f}" for t in times[name]))
         print(f"  ratio store / local: {best['local'] / best['store']:.2f}   (goal >= 0.70)")
+        # CPU seconds per GiB of segments by process, the median over the rounds: on a shared
+        # machine less noisy than wall time, and what the two sides compete for on two cores
+        mid = {name: {k: statistics.median(r[k] for r in rounds) for k in rounds[0]} for name, rounds in cpu.items()}
+        print("  CPU core-s per GiB, median of the rounds: side: all = server (S3) + JVM + Python workers + driver")
+        for name, c in mid.items():
+            print(f"  {name:10s} {sum(c.values()):5.2f} = server {c['server']:.2f} + jvm {c['jvm']:.2f} + "
+                  f"workers {c['workers']:.2f} + driver {c['driver']:.2f}   (all, per round: "
+                  + " ".join(f"{sum(r.values()):.2f}" for r in cpu[name]) + ")")
+        print(f"  CPU ratio local / store: {sum(mid['local'].values()) / sum(mid['store'].values()):.2f}")
         spark.stop()
     finally:
         server.stop()

@@ -158,7 +158,8 @@ class Resolver:
                 # remote-only: the whole range, so that offsets the store no longer reaches (its
                 # metadata went back) are data loss in the task, not dropped here
                 piece = replace(r, end=r.end if local is None else min(r.end, cut))
-                out.extend(self.tier.input_partitions(part, piece, local, o.isolation_level == "read_committed"))
+                out.extend(self.tier.input_partitions(part, piece, local, o.isolation_level == "read_committed",
+                                                         o.remote_read_bytes))
             if r.end > cut and local is not None:
                 start = max(r.start, cut)
                 out.append(replace(part, start=start, earliest=cut, topic_id=None,

@@ -23,6 +23,7 @@ from .offsets import (EARLIEST, LATEST, SpecificOffsets, TopicPartition, parse_p
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+MAX_REMOTE_READ_BYTES = 1 << 30       # remoteReadBytes: bounds a task's receive buffers
 STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
 
 
@@ -98,6 +99,8 @@ class SourceOptions:
     include_headers: bool = False
     isolation_level: str = "read_uncommitted"
     max_bytes_per_fetch: int = 4 << 20
+    # one ranged read of a remote segment (a task holds two: the one decoded, the next arriving)
+    remote_read_bytes: int = 32 << 20
     warnings: tuple[str, ...] = field(default=(), compare=False)
     # the object store (issue 20): its settings when `path` is a store URI (remote_only) or
     # `remotePath` gives the store of a topic's tiered segments; None for a local topic
@@ -173,6 +176,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise InvalidConfigError(f"Invalid value {isolation!r} for option 'isolationLevel': "
                                  f"must be read_uncommitted or read_committed")
     max_bytes = _positive(opts, "maxBytesPerFetch") or SourceOptions.max_bytes_per_fetch
+    read_bytes = _positive(opts, "remoteReadBytes") or SourceOptions.remote_read_bytes
+    if read_bytes > MAX_REMOTE_READ_BYTES:
+        raise InvalidConfigError(f"remoteReadBytes must be at most {MAX_REMOTE_READ_BYTES} (1 GiB): a task holds "
+                                 f"two buffers of that size, got {read_bytes}")
     return SourceOptions(
         path=path, strategy=strategy, starting=starting, ending=ending,
         starting_by_timestamp_strategy=by_ts,
@@ -181,7 +188,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_trigger_delay_ms=delay, min_partitions=min_partitions,
         max_records_per_partition=max_records,
         include_headers=_bool(opts, "includeHeaders", False),
-        isolation_level=isolation.strip().lower(), max_bytes_per_fetch=max_bytes,
+        isolation_level=isolation.strip().lower(), max_bytes_per_fetch=max_bytes, remote_read_bytes=read_bytes,
         warnings=tuple(warnings), store=store, remote_only=store is not None and _is_store_uri(opts["path"]))
 
 

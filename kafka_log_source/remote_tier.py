@@ -12,10 +12,10 @@ objects, byte positions and offsets a task needs, and the store's settings. No r
 through the driver.
 
 Executor side (``read_remote_partition``): the task opens the store itself and reads its byte
-range with ranged reads issued ahead (``READ_AHEAD`` chunks in flight on a small thread pool,
-bounded memory), decoding them with the same code as local reads (``reader``'s decoding and
-filtering). A segment deleted by remote retention since planning is data loss, as a deleted
-local segment is (``failOnDataLoss``).
+range in ranged reads of ``remoteReadBytes`` (the next one in flight, on a small thread pool,
+while the last is decoded: two buffers a task, bounded memory), decoding them with the same code
+as local reads (``reader``'s decoding and filtering). A segment deleted by remote retention
+since planning is data loss, as a deleted local segment is (``failOnDataLoss``).
 
 The store's settings (``rsm.config.*``, credentials included) travel in the input partition
 inside ``StoreSettings``, whose ``repr`` hides them: they are never logged nor shown.
@@ -26,12 +26,13 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import threading
 import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Generator, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +42,6 @@ from storage_core.checkpoint import TopicPartition as StorageTopicPartition
 from storage_core.checkpoint import topic_id_from_str, topic_id_to_str
 from storage_core.errors import CorruptRecordError, KafkaLogError, RemoteStorageError
 from storage_core.format import decode_run
-from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, read_field
 from storage_core.format.log_input_stream import max_batch_read_size
 from storage_core.index import AbortedTxn
 from storage_core.log import aborted_mask
@@ -57,8 +57,9 @@ from .reader import (KafkaLogInputPartition, _data_lost, _visible, arrow_schema,
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 8 << 20            # one ranged read (aligned to its size)
-READ_AHEAD = 4             # ranged reads in flight per task
+CHUNK = 32 << 20           # remoteReadBytes' default: one ranged read (aligned to its size)
+READ_AHEAD = 1             # ranged reads in flight while a task decodes the last one
+HEADROOM = 1 << 20         # room before a read's bytes for the batch the read before cut
 _SEARCH_CHUNK = 256 << 10  # the first read of a timestamp search
 
 
@@ -78,10 +79,12 @@ class RemoteSegmentRead:
 class KafkaLogRemoteInputPartition(KafkaLogInputPartition):
     """``[start, end)`` of a partition read from the store: ``path`` is the store's name (for
     messages), ``reads`` the segments holding the range, in offset order, ``aborted`` the
-    aborted transactions over it (``read_committed``)."""
+    aborted transactions over it (``read_committed``), ``read_bytes`` the size of one ranged
+    read (``remoteReadBytes``)."""
 
     reads: tuple[RemoteSegmentRead, ...] = ()
     aborted: tuple[AbortedTxn, ...] = ()
+    read_bytes: int = CHUNK
     store: StoreSettings = field(default_factory=lambda: StoreSettings(()), repr=False)
 
 
@@ -217,9 +220,10 @@ class RemoteTier:
     # -------------------------------------------------------------------------- planning
 
     def input_partitions(self, base: KafkaLogInputPartition, piece: OffsetRange, local_dir: Path | None,
-                         committed: bool) -> list[KafkaLogInputPartition]:
+                         committed: bool, read_bytes: int = CHUNK) -> list[KafkaLogInputPartition]:
         """``piece`` (resolved offsets, all below the local tier) as one input partition reading
-        the remote segments that hold it; ``base`` carries the options."""
+        the remote segments that hold it in ranged reads of ``read_bytes``; ``base`` carries the
+        options."""
         reads = []
         offset = piece.start
         for md in self.segments(piece.topic_partition):
@@ -236,7 +240,7 @@ class RemoteTier:
             topic=piece.topic, partition=piece.partition, path=self.name, start=piece.start, end=piece.end,
             segments=(), earliest=base.earliest, isolation=base.isolation, include_headers=base.include_headers,
             fail_on_data_loss=base.fail_on_data_loss, max_bytes=base.max_bytes, topic_id=base.topic_id,
-            reads=tuple(reads), aborted=aborted, store=self.settings)]
+            reads=tuple(reads), aborted=aborted, store=self.settings, read_bytes=read_bytes)]
 
     def __getstate__(self) -> dict:
         # the reader may be pickled to the tasks: only the settings travel, caches are rebuilt
@@ -284,150 +288,193 @@ def read_any_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
     return read_partition(p)
 
 
-def read_remote_partition(p: KafkaLogRemoteInputPartition, chunk: int | None = None) -> Iterator[pa.RecordBatch]:
+def read_remote_partition(p: KafkaLogRemoteInputPartition, chunk: int | None = None,
+                          headroom: int = HEADROOM) -> Iterator[pa.RecordBatch]:
     """The task's read of ``p`` from the store, in ranged reads of ``chunk`` bytes (default
-    ``CHUNK``, at least the partition's ``max_bytes``)."""
+    ``p.read_bytes``); ``headroom``: room kept before each for the batch the read before cut
+    (a longer one is joined by a copy)."""
     schema = arrow_schema(p.include_headers)
-    for table in _remote_tables(p, chunk or max(CHUNK, p.max_bytes)):
+    for table in _remote_tables(p, chunk or p.read_bytes, headroom):
         if table.num_rows:
             yield from to_spark_batches(table, p.topic, p.partition, schema, p.include_headers)
 
 
-def _remote_tables(p: KafkaLogRemoteInputPartition, chunk: int) -> Iterator[pa.Table]:
-    offset = p.start
+def _remote_tables(p: KafkaLogRemoteInputPartition, chunk: int, headroom: int) -> Iterator[pa.Table]:
     if p.start >= p.end:
         return
     fs, _, _ = open_store(p.store.configs())
+    buffers = _take_buffers(READ_AHEAD + 1, headroom + chunk)
+    try:
+        with ThreadPoolExecutor(max_workers=READ_AHEAD + 1, thread_name_prefix="kafkalog-remote-read") as pool:
+            yield from _range_tables(p, fs, pool, buffers, chunk, headroom)
+    finally:
+        _give_buffers(buffers)
+
+
+def _range_tables(p: KafkaLogRemoteInputPartition, fs: pafs.FileSystem, pool: ThreadPoolExecutor,
+                  buffers: list[np.ndarray], chunk: int, headroom: int) -> Iterator[pa.Table]:
+    offset = p.start
     aborted = list(p.aborted)
-    with ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="kafkalog-remote-read") as pool:
-        for read in p.reads:
-            if offset < read.start_offset:     # below the first segment, or between two: gone
-                offset = _data_lost(p, offset, min(read.start_offset, p.end), "no remote segment holds it")
-            if offset >= p.end:
-                return
-            try:
-                for raw in _segment_tables(fs, pool, read, p, chunk):
-                    table = _visible(raw, offset, p.end)
-                    if aborted and table.num_rows:
-                        table = table.filter(pa.array(~aborted_mask(table, aborted)))
-                    yield table
-                    offset = max(offset, int(raw.column("offset")[-1].as_py()) + 1)
-                    if offset >= p.end:
-                        return
-            except FileNotFoundError:
-                offset = _data_lost(p, offset, min(read.end_offset + 1, p.end), "its remote segment was deleted")
-                continue
-            offset = max(offset, min(read.end_offset + 1, p.end))
+    for read in p.reads:
+        if offset < read.start_offset:     # below the first segment, or between two: gone
+            offset = _data_lost(p, offset, min(read.start_offset, p.end), "no remote segment holds it")
+        if offset >= p.end:
+            return
+        tables = _segment_tables(fs, pool, buffers, read, p, chunk, headroom)
+        try:
+            for raw in tables:
+                table = _visible(raw, offset, p.end)
+                if aborted and table.num_rows:
+                    table = table.filter(pa.array(~aborted_mask(table, aborted)))
+                yield table
+                offset = max(offset, int(raw.column("offset")[-1].as_py()) + 1)
+                if offset >= p.end:
+                    return
+        except FileNotFoundError:
+            offset = _data_lost(p, offset, min(read.end_offset + 1, p.end), "its remote segment was deleted")
+            continue
+        finally:
+            tables.close()                 # its reads in flight done before the buffers are reused
+        offset = max(offset, min(read.end_offset + 1, p.end))
     if offset < p.end:
         _data_lost(p, offset, p.end, "the store ends before it")
 
 
-def _rest_of_batch(pending: bytes | memoryview, data: bytes | memoryview, limit: int) -> int | None:
-    """How many bytes of ``data`` complete the batch that ``pending`` begins; None when its
-    header claims an impossible size (the whole-buffer decode then names the problem)."""
-    if len(pending) < LOG_OVERHEAD:
-        head = bytes(pending) + bytes(memoryview(data)[:LOG_OVERHEAD - len(pending)])
-        if len(head) < LOG_OVERHEAD:
-            return None
-    else:
-        head = bytes(memoryview(pending)[:LOG_OVERHEAD])
-    size = int(read_field(head, [0], BatchField.LENGTH)[0]) + LOG_OVERHEAD
-    if size <= len(pending) or size > limit:
-        return None
-    return size - len(pending)
+_buffers_lock = threading.Lock()
+_free_buffers: list[np.ndarray] = []
 
 
-def _read_buffer(f: pa.NativeFile, n: int, position: int) -> pa.Buffer:
-    f.seek(position)
-    return f.read_buffer(n)
+def _take_buffers(n: int, size: int) -> list[np.ndarray]:
+    """``n`` receive buffers of ``size`` bytes: those the last task in this process gave back
+    (a Spark Python worker runs task after task), new ones for the rest. Memory written for the
+    first time costs a page fault per page (the kernel zeroes it): reused, a buffer pays that
+    once per process rather than once per task. A worker keeps one task's buffers between tasks."""
+    with _buffers_lock:
+        kept = [b for b in _free_buffers if len(b) == size][:n]
+        _free_buffers.clear()
+    return kept + [np.empty(size, np.uint8) for _ in range(n - len(kept))]
 
 
-def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, read: RemoteSegmentRead,
-                    p: KafkaLogRemoteInputPartition, chunk: int) -> Iterator[pa.Table]:
-    """The decoded batches of ``read``'s object from its position, chunk by chunk: the next
-    ranged reads are issued ahead while a chunk is decoded; a batch cut by a chunk's end is
-    completed by the next one. Raw storage rows (control records included)."""
-    what = f"object {read.object_path} in the store"
+def _give_buffers(buffers: list[np.ndarray]) -> None:
+    with _buffers_lock:
+        _free_buffers[:] = buffers
+
+
+def _open_object(fs: pafs.FileSystem, read: RemoteSegmentRead, p: KafkaLogRemoteInputPartition) -> pa.NativeFile:
     try:
-        f = fs.open_input_file(read.object_path)
+        return fs.open_input_file(read.object_path)
     except OSError as e:
         if isinstance(e, FileNotFoundError) or "NoSuchKey" in str(e) or "does not exist" in str(e):
             raise FileNotFoundError(read.object_path) from e
-        raise RemoteStorageError(f"Opening {what} for {p.topic}-{p.partition}: {e}") from e
-    inflight: deque[Future[pa.Buffer]] = deque()
-    position = read.position
-    issued = position
+        raise RemoteStorageError(f"Opening object {read.object_path} in the store for {p.topic}-{p.partition}: "
+                                 f"{e}") from e
+
+
+def _read_into(f: pa.NativeFile, into: np.ndarray, position: int) -> int:
+    # straight into the task's buffer (the S3 client writes the response there): no allocation
+    f.seek(position)
+    return f.readinto(into)
+
+
+def _segment_tables(fs: pafs.FileSystem, pool: ThreadPoolExecutor, buffers: list[np.ndarray],
+                    read: RemoteSegmentRead, p: KafkaLogRemoteInputPartition, chunk: int,
+                    headroom: int) -> Generator[pa.Table, None, None]:
+    """The decoded batches of ``read``'s object from its position, chunk by chunk: a ranged read
+    lands in one of ``buffers`` after ``headroom`` bytes, the next ones are issued into the others
+    while it is decoded, and the batch a chunk's end cuts is copied in front of the next chunk
+    and decoded with it (each batch decoded once, in one table with its neighbours). Raw storage
+    rows (control records included)."""
+    what = f"object {read.object_path} in the store"
+    # a slot is a buffer and the handle its reads use (a handle's position is its own); it is
+    # free again once its chunk is decoded and the cut batch copied out
+    handles: list[pa.NativeFile | None] = [None] * len(buffers)
+    handles[0] = _open_object(fs, read, p)
+    free = list(range(len(buffers) - 1, -1, -1))
+    inflight: deque[tuple[Future[int], int, int]] = deque()
+    position = issued = read.position
+    ahead_end = _read_ahead_end(read, p)
     limit = max_batch_read_size()
-    # one handle per read in flight, each read as a seek and read_buffer: an Arrow buffer, not
-    # the copy into bytes that read_at makes (a handle's position is its own, so one at a time)
-    handles = [f]
-    issued_count = 0
+    pending = np.empty(0, np.uint8)
     try:
-        pending: bytes | memoryview = b""
         while issued < read.size or inflight:
-            while len(inflight) < READ_AHEAD and issued < read.size:
+            while free and issued < read.size and (issued < ahead_end or not inflight):
                 n = min(chunk - issued % chunk, read.size - issued)   # aligned: the store serves them cheaper
-                slot = issued_count % READ_AHEAD
-                if slot == len(handles):
+                if issued < ahead_end:
+                    n = min(n, ahead_end - issued)
+                slot = free.pop()
+                if handles[slot] is None:
                     try:
-                        handles.append(fs.open_input_file(read.object_path))
-                    except OSError as e:
+                        handles[slot] = _open_object(fs, read, p)
+                    except FileNotFoundError as e:      # deleted since the first open
                         raise RemoteStorageError(f"Opening {what} for {p.topic}-{p.partition}: {e}") from e
-                inflight.append(pool.submit(_read_buffer, handles[slot], n, issued))
+                inflight.append((pool.submit(_read_into, handles[slot], buffers[slot][headroom:headroom + n],
+                                             issued), slot, n))
                 issued += n
-                issued_count += 1
+            done, slot, n = inflight.popleft()
             try:
-                data = memoryview(inflight.popleft().result())
+                got = done.result()
             except OSError as e:
                 raise RemoteStorageError(f"Reading {what} for {p.topic}-{p.partition}: {e}") from e
-            start = position - len(pending)
-            position += len(data)
-            buf: bytes | memoryview = data
-            if pending:
-                # the batch cut by the last chunk's end, completed from this chunk's front: only
-                # that batch is copied, the rest of the chunk is decoded where it lies
-                need = _rest_of_batch(pending, data, limit)
-                if need is None or need > len(data):
-                    buf = bytes(pending) + data            # a batch longer than a chunk (or a bad header)
-                else:
-                    joined = bytes(pending) + memoryview(data)[:need]
-                    try:
-                        run = decode_run(joined, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
-                    except CorruptRecordError as e:
-                        raise e.located(source=what, base_position=start) from e.__cause__
-                    if run.table.num_rows:
-                        yield run.table
-                    buf = memoryview(data)[need:]
-                    start += len(joined)
-            while True:
-                # a window of about max_bytes at a time, as a local fetch reads: decode_run scans
-                # (and CRC-checks) every batch up to its end, so a whole chunk at each call would
-                # check the bytes past the max_decoded stop again at the next call
-                window = min(len(buf), p.max_bytes)
-                try:
-                    run = decode_run(buf, end=window, max_decoded=p.max_bytes, check_order=True,
-                                     max_batch_size=limit)
-                    if run.batches == 0 and window < len(buf):     # a batch longer than the window
-                        run = decode_run(buf, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
-                except CorruptRecordError as e:
-                    raise e.located(source=what, base_position=start) from e.__cause__
-                if run.batches == 0:
-                    break
-                if run.table.num_rows:
-                    yield run.table
-                buf = memoryview(buf)[run.next_position:]
-                start += run.next_position
-                if len(buf) == 0:
-                    break
-            pending = buf
-        if pending:
+            if got != n:
+                raise KafkaLogError(f"{what} ends at byte {position + got}, before the {read.size} bytes its "
+                                    f"metadata gives: a truncated or replaced object")
+            buf, cut = buffers[slot], len(pending)
+            if cut <= headroom:
+                buf[headroom - cut:headroom] = pending
+                data = buf[headroom - cut:headroom + n]
+            else:                                       # a batch longer than the headroom
+                data = np.concatenate((pending, buf[headroom:headroom + n]))
+            start = position - cut
+            position += n
+            used = yield from _decode_chunk(data, start, p, what, limit)
+            pending = data[used:].copy()
+            free.append(slot)
+        if len(pending):
             raise KafkaLogError(f"{what} ends inside a batch at byte {position - len(pending)} (its size is "
                                 f"{read.size} bytes): a truncated or replaced object")
     finally:
-        for fut in inflight:
+        for fut, _, _ in inflight:
             fut.cancel()
-        for fut in inflight:
+        for fut, _, _ in inflight:
             if not fut.cancelled():
-                fut.exception()        # wait: a read still running uses its handle
+                fut.exception()        # wait: a read still running writes into its buffer
         for h in handles:
-            h.close()
+            if h is not None:
+                h.close()
+
+
+def _read_ahead_end(read: RemoteSegmentRead, p: KafkaLogRemoteInputPartition) -> int:
+    """Where reads of ``read``'s object stop going ahead: the object's end, or, when the range
+    ends inside it (a micro-batch, a split range), twice the bytes up to the range's end as its
+    bytes per offset estimate them (plus 64 KiB). Past it, a read is issued only once the last
+    is decoded and the range goes on: a task does not read the rest of a segment it stops in."""
+    if p.end > read.end_offset:
+        return read.size
+    first = max(p.start, read.start_offset)
+    estimate = (p.end - first) * read.size // (read.end_offset - read.start_offset + 1)
+    return min(read.size, read.position + 2 * estimate + (64 << 10))
+
+
+def _decode_chunk(data: np.ndarray, start: int, p: KafkaLogRemoteInputPartition, what: str,
+                  limit: int) -> Generator[pa.Table, None, int]:
+    """The complete batches of ``data`` (the object's bytes from ``start``), decoded about
+    ``max_bytes`` at a time, as a local fetch reads (``decode_run`` CRC-checks every batch up
+    to its ``end``: a whole chunk at each call would check the bytes past its ``max_decoded``
+    stop again at the next); returns how many bytes they took. The tables copy what they keep
+    (keys, values, headers): nothing refers to ``data`` once decoded."""
+    used = 0
+    while used < len(data):
+        rest = data[used:]
+        window = min(len(rest), p.max_bytes)
+        try:
+            run = decode_run(rest, end=window, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
+            if run.batches == 0 and window < len(rest):     # a batch longer than the window
+                run = decode_run(rest, max_decoded=p.max_bytes, check_order=True, max_batch_size=limit)
+        except CorruptRecordError as e:
+            raise e.located(source=what, base_position=start + used) from e.__cause__
+        if run.batches == 0:
+            break
+        if run.table.num_rows:
+            yield run.table
+        used += run.next_position
+    return used

@@ -319,3 +319,134 @@ def test_a_task_decodes_its_chunks_a_fetch_size_at_a_time(tmp_path, seaweedfs, m
         assert len(batches) > 1
         if max_bytes == 100:
             assert all(len(set(b.column("offset").to_numpy() // 20)) == 1 for b in batches)
+
+
+@pytest.mark.parametrize("headroom", [0, 100, 1 << 20], ids=["no-room", "room-below-a-batch", "room-for-a-batch"])
+def test_a_batch_cut_by_a_read_is_decoded_once_in_front_of_the_next(tmp_path, seaweedfs, headroom):
+    """A batch a ranged read cuts is copied in front of the next read's bytes (``headroom``)
+    and decoded there with them, once; longer than the room (none, or below one batch) it is
+    joined by a copy instead. Either way the rows are those of one whole read, every offset
+    once and in order, with no table holding only the cut batch."""
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    _, options = remote_topic(tmp_path, seaweedfs, f"headroom{headroom}", batches=30)
+    for part in KafkaLogBatchReader(parse_source_options(options, streaming=False)).partitions():
+        whole = pa.Table.from_batches(list(read_remote_partition(part, chunk=64 << 20)))
+        batches = list(read_remote_partition(part, chunk=1500, headroom=headroom))
+        cut = pa.Table.from_batches(batches)
+        assert whole.num_rows > 0 and cut.equals(whole)
+        assert cut.column("offset").to_pylist() == list(range(part.start, part.end))
+        reads = sum(-(-(r.size - r.position) // 1500) for r in part.reads)
+        assert len(batches) <= reads      # one table a read (a few batches): none of the cut batch alone
+
+
+def test_receive_buffers_are_reused_by_the_next_task_and_never_seen_in_its_rows(tmp_path, seaweedfs):
+    """A task's receive buffers go to the next task in the same process (no fresh memory per
+    task); the tables a task yielded copy what they keep, so rows held from one task are not
+    changed when the next task reads into the same buffers."""
+    from kafka_log_source import remote_tier
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    _, options = remote_topic(tmp_path, seaweedfs, "reuse")
+    first, second = KafkaLogBatchReader(parse_source_options(options, streaming=False)).partitions()
+    held = list(read_remote_partition(first, chunk=4096))
+    buffers = [id(b) for b in remote_tier._free_buffers]
+    assert len(buffers) == remote_tier.READ_AHEAD + 1
+    other = list(read_remote_partition(second, chunk=4096))
+    assert [id(b) for b in remote_tier._free_buffers] == buffers      # the same buffers, read into again
+    assert pa.Table.from_batches(held).equals(pa.Table.from_batches(list(read_remote_partition(first, chunk=4096))))
+    assert pa.Table.from_batches(held).column("offset").to_pylist() == list(range(first.start, first.end))
+    assert pa.Table.from_batches(other).column("offset").to_pylist() == list(range(second.start, second.end))
+
+
+def test_an_object_shorter_than_its_metadata_fails_naming_it(tmp_path, seaweedfs):
+    """Fault injection: a segment object replaced in the store by a shorter copy (its metadata
+    still gives the old size). The read fails naming the object and where it ends, whatever
+    read the end falls in, instead of returning fewer records."""
+    configs, options = remote_topic(tmp_path, seaweedfs, "short")
+    part = KafkaLogBatchReader(parse_source_options(options, streaming=False)).partitions()[0]
+    obj = part.reads[0].object_path
+    fs = seaweedfs.filesystem()
+    with fs.open_input_file(obj) as f:
+        data = f.read()
+    keep = len(data) // 2
+    with fs.open_output_stream(obj) as out:
+        out.write(data[:keep])
+    from kafka_log_source.remote_tier import read_remote_partition
+    for chunk in (1000, 64 << 20):
+        with pytest.raises(KafkaLogError, match="truncated or replaced") as e:
+            list(read_remote_partition(part, chunk=chunk))
+        assert obj in str(e.value) and f"ends at byte {keep}" in str(e.value)
+
+
+@pytest.mark.parametrize("value, message", [("0", "must be positive"), ("-3", "must be positive"),
+                                            ("lots", "remoteReadBytes"), (str(2 << 30), "at most")])
+def test_remote_read_bytes_is_checked(tmp_path, value, message):
+    with pytest.raises(InvalidConfigError, match=message) as e:
+        parse_source_options({"subscribe": "t", "path": str(tmp_path), "remoteReadBytes": value}, streaming=False)
+    assert "remoteReadBytes" in str(e.value)
+
+
+def test_remote_read_bytes_sizes_a_tasks_ranged_reads(tmp_path, seaweedfs):
+    """``remoteReadBytes`` travels in the remote input partitions and is the size of their
+    ranged reads; the rows do not depend on it."""
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    _, options = remote_topic(tmp_path, seaweedfs, "readbytes")
+    default = KafkaLogBatchReader(parse_source_options(options, streaming=False)).partitions()
+    small = KafkaLogBatchReader(parse_source_options({**options, "remoteReadBytes": "1500"},
+                                                     streaming=False)).partitions()
+    assert {p.read_bytes for p in default} == {32 << 20} and {p.read_bytes for p in small} == {1500}
+    for a, b in zip(default, small):
+        assert pa.Table.from_batches(list(read_remote_partition(a))).equals(
+            pa.Table.from_batches(list(read_remote_partition(b))))
+
+
+def _requests(monkeypatch) -> list[tuple[int, int]]:
+    """Every ranged read a task issues, as (position, bytes): an observer around the real read."""
+    from kafka_log_source import remote_tier
+
+    seen: list[tuple[int, int]] = []
+    real = remote_tier._read_into
+
+    def observed(f, into, position):
+        seen.append((position, len(into)))
+        return real(f, into, position)
+
+    monkeypatch.setattr(remote_tier, "_read_into", observed)
+    return seen
+
+
+def test_a_range_ending_inside_a_segment_reads_little_past_it(tmp_path, seaweedfs, monkeypatch):
+    """A range that ends early in a big segment (a micro-batch, a split range) reads ahead only
+    about twice the bytes its offsets need, not the rest of the segment; when that estimate is
+    short (here: the segment's offsets made to look ten times sparser), the reads go on one at a
+    time until the range is read, so the rows are right either way."""
+    from dataclasses import replace
+
+    from kafka_log_source.remote_tier import read_remote_partition
+
+    configs = seaweedfs.storage_configs(prefix=f"early-{tmp_path.name}")
+    make_read_topics.build(tmp_path, "t", 1, 1000, 20, configs, segment_bytes=8 << 20, remote_only=True)
+
+    def planned(start: int, end: int):
+        (part,) = KafkaLogBatchReader(parse_source_options({
+            "subscribe": "t", "path": configs["storage.uri"], **store_options(configs),
+            "startingOffsets": json.dumps({"t": {"0": start}}), "endingOffsets": json.dumps({"t": {"0": end}})},
+            streaming=False)).partitions()
+        (read,) = part.reads
+        return part, read, (end - start) * read.size // (read.end_offset - read.start_offset + 1)
+
+    part, read, needed = planned(2000, 3000)
+    assert read.size - read.position > 4 * (2 * needed + (64 << 10))      # the segment's rest is most of it
+    seen = _requests(monkeypatch)
+    rows = pa.Table.from_batches(list(read_remote_partition(part)))
+    assert rows.column("offset").to_pylist() == list(range(2000, 3000))
+    assert sum(n for _, n in seen) <= 2 * needed + (64 << 10) and seen[0][0] == read.position
+    part, read, needed = planned(2000, 6000)
+    sparse = replace(part, reads=(replace(read, end_offset=read.start_offset + 10 * (read.end_offset -
+                                                                                      read.start_offset)),))
+    seen.clear()
+    rows = pa.Table.from_batches(list(read_remote_partition(sparse, chunk=16 << 10)))
+    assert rows.column("offset").to_pylist() == list(range(2000, 6000))
+    assert sum(n for _, n in seen) > 2 * needed / 10 + (64 << 10)        # read on past the short estimate
