@@ -9,7 +9,8 @@ coordinator (``TransactionCoordinator``) over the partition logs:
 2. append every staged batch to its partition, numbered by the log (base offset) and by the
    producer's sequence in that partition (base sequence, its CRC updated), made durable
    (``staged_append``: the bytes are copied by the kernel, the driver touches headers only);
-   staged files in a store (``staging_store``) are first fetched to the driver's own folder;
+   staged files in a store (``staging_store``) are first fetched to the driver's own folder,
+   several partitions ahead of the appends;
 3. record ``"prepare_commit"``: from here the batch is committed whatever happens;
 4. append a COMMIT marker to every partition; record ``"complete"``.
 
@@ -33,7 +34,7 @@ import shutil
 import signal
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -59,6 +60,7 @@ T = TypeVar("T")
 STATE_DIR = "kafkalog-sink"
 LOCK_WAIT_S = 60.0
 STORE_SWEEP_INTERVAL_S = 60.0
+FETCH_THREADS = 8                   # partitions' staged objects fetched at once, ahead of their appends
 _LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
@@ -238,22 +240,49 @@ class SinkCoordinator:
         # Partitions side by side: a partition's numbering (compiled, no GIL), its renames and
         # its fsync overlap another's. Small staged files are copied into the active segment,
         # which copies in parallel do not speed up on 2 cores, but they are small.
-        self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs), partitions)
+        if not any(r.in_store for rs in by_partition.values() for r in rs):
+            self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs), partitions)
+            return
+        # Staged objects fetched ahead, in the order the partitions are appended, more GETs in
+        # flight than partitions appended at once: a store answers many requests side by side,
+        # and a partition's append waits only for its own objects. The driver's disk holds the
+        # micro-batch's bytes once, as with local staging.
+        pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="kafkalog-fetch")
+        ahead = {tp: pool.submit(self._fetch, by_partition[tp]) for tp in partitions}
+        try:
+            self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs, ahead[tp]),
+                               partitions)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for tp, f in ahead.items():         # fetched but never appended
+                if not f.cancelled() and f.exception() is None:
+                    self._remove_fetched(by_partition[tp], f.result())
+            raise
+        pool.shutdown()
 
     def _append_fetched(self, tp: tuple[str, int], runs: list[StagedRun], producer: ProducerIdentity,
-                        logs: dict[tuple[str, int], Log]) -> None:
+                        logs: dict[tuple[str, int], Log], fetched: "Future[list[StagedRun]] | None" = None) -> None:
         """A partition's staged runs appended (those in the staging store fetched to local
-        files first), made durable, then its staged files removed."""
-        local = self._fetch(runs)
+        files first, or by ``fetched``), made durable, then its local staged files removed (its
+        objects in the store go with their task folders once the batch is committed,
+        ``discard``)."""
+        local = self._fetch(runs) if fetched is None else fetched.result()
         try:
             self._append(tp, local, producer, logs)
             self._made_durable(logs[tp], local)
         finally:
-            for run in local:                   # the fetched copies, whatever happened
-                if run is not None and run.path not in {r.path for r in runs}:
-                    Path(run.path).unlink(missing_ok=True)
-        if self.store is not None:
-            self.store.delete([r.path for r in runs if r.in_store])
+            self._remove_fetched(runs, local)   # the fetched copies, whatever happened
+
+    @staticmethod
+    def _remove_fetched(runs: list[StagedRun], local: list[StagedRun]) -> None:
+        staged = {r.path for r in runs}
+        for run in local:
+            if run.path not in staged:
+                Path(run.path).unlink(missing_ok=True)
+                try:
+                    Path(run.path).parent.rmdir()   # the fetched copies' folder, once empty
+                except OSError:
+                    pass
 
     def _fetch(self, runs: list[StagedRun]) -> list[StagedRun]:
         """``runs`` with those in the staging store fetched to the driver's own staging folder
@@ -320,7 +349,7 @@ class SinkCoordinator:
         """Remove staged files (and their task directories once empty)."""
         runs = list(runs)
         if self.store is not None:
-            self.store.delete([r.path for r in runs if r.in_store])
+            self.store.delete_task_folders([r.path for r in runs if r.in_store])
         for r in runs:
             if r.in_store:
                 continue
