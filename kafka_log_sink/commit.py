@@ -34,7 +34,8 @@ import shutil
 import signal
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -60,7 +61,7 @@ T = TypeVar("T")
 STATE_DIR = "kafkalog-sink"
 LOCK_WAIT_S = 60.0
 STORE_SWEEP_INTERVAL_S = 60.0
-FETCH_THREADS = 8                   # partitions' staged objects fetched at once, ahead of their appends
+FETCH_THREADS = 8                   # staged objects fetched at once, partitions ahead of their appends
 _LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
@@ -248,25 +249,28 @@ class SinkCoordinator:
         # and a partition's append waits only for its own objects. The driver's disk holds the
         # micro-batch's bytes once, as with local staging.
         pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="kafkalog-fetch")
-        ahead = {tp: pool.submit(self._fetch, by_partition[tp]) for tp in partitions}
+        ahead = {tp: self._fetch(by_partition[tp], pool) for tp in partitions}
         try:
             self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs, ahead[tp]),
                                partitions)
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
-            for tp, f in ahead.items():         # fetched but never appended
-                if not f.cancelled() and f.exception() is None:
-                    self._remove_fetched(by_partition[tp], f.result())
+            for tp, fetched in ahead.items():   # fetched but never appended
+                try:
+                    self._remove_fetched(by_partition[tp], fetched())
+                except BaseException:
+                    pass                        # its own failure: its folder is gone already
             raise
         pool.shutdown()
 
     def _append_fetched(self, tp: tuple[str, int], runs: list[StagedRun], producer: ProducerIdentity,
-                        logs: dict[tuple[str, int], Log], fetched: "Future[list[StagedRun]] | None" = None) -> None:
+                        logs: dict[tuple[str, int], Log],
+                        fetched: Callable[[], list[StagedRun]] | None = None) -> None:
         """A partition's staged runs appended (those in the staging store fetched to local
-        files first, or by ``fetched``), made durable, then its local staged files removed (its
-        objects in the store go with their task folders once the batch is committed,
-        ``discard``)."""
-        local = self._fetch(runs) if fetched is None else fetched.result()
+        files first, or waited for from ``fetched``), made durable, then its local staged files
+        removed (its objects in the store go with their task folders once the batch is
+        committed, ``discard``)."""
+        local = (fetched or self._fetch(runs))()
         try:
             self._append(tp, local, producer, logs)
             self._made_durable(logs[tp], local)
@@ -284,13 +288,16 @@ class SinkCoordinator:
                 except OSError:
                     pass
 
-    def _fetch(self, runs: list[StagedRun]) -> list[StagedRun]:
-        """``runs`` with those in the staging store fetched to the driver's own staging folder
-        (``default_staging``, beside a local checkpoint: on the data's file system where it
-        can be, so big files are renamed into the log), named by their commit messages: no
-        listing of the store."""
+    def _fetch(self, runs: list[StagedRun], pool: ThreadPoolExecutor | None = None
+               ) -> Callable[[], list[StagedRun]]:
+        """Start fetching the runs of ``runs`` in the staging store to the driver's own staging
+        folder (``default_staging``, beside a local checkpoint: on the data's file system where
+        it can be, so big files are renamed into the log), named by their commit messages (no
+        listing of the store), on ``pool`` (else a pool of their own); returns the wait for
+        them, which gives ``runs`` with local paths, or raises the first failure with the
+        folder removed."""
         if not any(r.in_store for r in runs):
-            return runs
+            return lambda: runs
         assert self.store is not None, "staged runs in a store but no staging store configured"
         folder = default_staging(self.opts) / "fetched" / f"batch-{self._batch_id}" / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
@@ -298,15 +305,25 @@ class SinkCoordinator:
         fetched = [replace(run, path=str(folder / f"{i}-{run.path.rsplit('/', 1)[-1]}"), in_store=False)
                    if run.in_store else run for i, run in enumerate(runs)]
         todo = [(run, local) for run, local in zip(runs, fetched) if run.in_store]
-        try:
-            # the objects side by side: a store serves several requests at once
-            with ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch") as pool:
-                for f in [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]:
+        # the objects side by side: a store serves several requests at once
+        own = pool is None
+        pool = pool or ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch")
+        futures = [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]
+        if own:
+            pool.shutdown(wait=False)
+
+        def wait() -> list[StagedRun]:
+            try:
+                for f in futures:
                     f.result()
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        return fetched
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                wait_all(futures)
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            return fetched
+        return wait
 
     def _made_durable(self, log: Log, runs: list[StagedRun]) -> None:
         """Flush a partition appended to, then remove its staged files."""
@@ -324,7 +341,8 @@ class SinkCoordinator:
         opened = list(logs.values())
         logs.clear()
         if not quiet:
-            self._side_by_side(Log.close, opened)
+            # the data directory's checkpoints written once for every partition, not once each
+            Log.close_all(opened, self._side_by_side)
             return
         for log in opened:
             try:

@@ -68,12 +68,13 @@ class StagingStore:
             with self.fs.open_input_stream(path) as src:
                 fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
                 try:
-                    while True:
-                        chunk = src.read(FETCH_CHUNK)
-                        if not chunk:
-                            break
-                        write_all(fd, chunk, got)
-                        got += len(chunk)
+                    # one buffer read into again and again: a fresh one per read costs a page
+                    # fault per 4 KiB of it; one byte more than the object shows one too many
+                    buf = bytearray(min(FETCH_CHUNK, size + 1))
+                    with memoryview(buf) as view:
+                        while n := src.readinto(buf):
+                            write_all(fd, view[:n], got)
+                            got += n
                 finally:
                     os.close(fd)
         except (OSError, pa.ArrowException) as e:

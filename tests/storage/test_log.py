@@ -63,6 +63,41 @@ def test_reopen_keeps_everything_and_writes_checkpoints(part: Path) -> None:
         assert log.read(0).num_rows == 15
 
 
+def test_close_all_writes_each_directorys_checkpoints_after_every_logs_flush(tmp_path: Path) -> None:
+    """``Log.close_all``: what closing each log writes (recovery points, moved log starts, producer
+    snapshots), the data directory's checkpoint files untouched while the logs flush and written
+    after, with every log's entry (the entries of logs not closed kept), every writer lock
+    released."""
+    root = tmp_path / "data"
+    with Log.open(root / "other-0") as other:
+        other.append(table(3))
+    cfg = LogConfig(segment_bytes=4096)
+    logs = [Log.open(root / f"orders-{p}", cfg) for p in range(3)]
+    for i, log in enumerate(logs):
+        for b in range(10 * (i + 1)):
+            log.append(table(10, start=10 * b))
+    assert logs[2].delete_records_before(150) == 150
+    files = [root / "recovery-point-offset-checkpoint", root / "log-start-offset-checkpoint"]
+    before = [f.read_text() for f in files]
+    seen = []
+
+    def each(fn, items):
+        for x in items:
+            fn(x)
+            seen.append([f.read_text() for f in files])
+
+    Log.close_all(logs, each)
+    assert seen == [before] * 3                 # no checkpoint written per log
+    assert sorted(files[0].read_text().splitlines()[2:]) == ["orders 0 100", "orders 1 200", "orders 2 300",
+                                                             "other 0 3"]
+    assert files[1].read_text().splitlines()[2:] == ["orders 2 150"]
+    for p, end in enumerate((100, 200, 300)):
+        assert (root / f"orders-{p}" / f"{end:020d}.snapshot").exists()
+        with Log.open(root / f"orders-{p}", cfg) as log:        # the lock is free; nothing to recover
+            assert (log.log_end_offset, log.recovery_point) == (end, end)
+            assert log.log_start_offset == (150 if p == 2 else 0)
+
+
 def test_files_are_named_and_sized_as_kafka_does(part: Path) -> None:
     cfg = LogConfig(segment_bytes=2048, index_interval_bytes=256)
     with Log.open(part, cfg) as log:
