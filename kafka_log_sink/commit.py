@@ -47,7 +47,7 @@ from storage_core.errors import KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
-from storage_core.log import Log
+from storage_core.log import Log, close_logs
 
 from .options import SinkOptions, default_staging, staging_store_uri
 from .staged_append import append_staged, can_append_staged
@@ -342,7 +342,7 @@ class SinkCoordinator:
         logs.clear()
         if not quiet:
             # the data directory's checkpoints written once for every partition, not once each
-            Log.close_all(opened, self._side_by_side)
+            close_logs(opened, self._side_by_side)
             return
         for log in opened:
             try:
@@ -471,16 +471,20 @@ class SinkCoordinator:
                 self._record_topic_config(topic)
             count = existing or self.opts.num_partitions
             topic_id = None if existing else random_topic_id()
-            for p in reversed(range(count)):
-                path = self._dir((topic, p))
-                if not path.exists():
-                    if topic_id is None:
-                        # the highest directory is created first: it holds the topic's id
-                        # (None for a topic written before topic ids, which keeps having none)
-                        meta = PartitionMetadataFile(self._dir((topic, count - 1)))
-                        topic_id = meta.read() if meta.exists() else None
-                    with self._open(path, topic_id):
-                        pass
+            created: list[Log] = []
+            try:
+                for p in reversed(range(count)):
+                    path = self._dir((topic, p))
+                    if not path.exists():
+                        if topic_id is None:
+                            # the highest directory is created first: it holds the topic's id
+                            # (None for a topic written before topic ids, which keeps having none)
+                            meta = PartitionMetadataFile(self._dir((topic, count - 1)))
+                            topic_id = meta.read() if meta.exists() else None
+                        created.append(self._open(path, topic_id))
+            finally:
+                # closed together: the data directory's checkpoints written once, not per partition
+                close_logs(created, self._side_by_side)
 
     def _record_topic_config(self, topic: str) -> None:
         """A topic the sink creates keeps the topic configuration it was created with (the

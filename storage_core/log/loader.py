@@ -353,12 +353,12 @@ def write_partitions_checkpoints(data_dir: Path, partitions: list[tuple[Path, in
     ``(directory, recovery point, log start offset, first segment's base offset)``: each file is
     read and rewritten once for all of them, as Kafka's LogManager checkpoints a directory's logs
     in one write, where one update per partition reads and rewrites every entry each time."""
-    values = [(parse_topic_partition_dir(d.name), rp, start if start > first else None)
-              for d, rp, start, first in partitions]
-    for name, column in ((RECOVERY_POINT_CHECKPOINT, 1), (LOG_START_OFFSET_CHECKPOINT, 2)):
-        def update(entries: dict[TopicPartition, int], column: int = column) -> dict[TopicPartition, int]:
-            for row in values:
-                key, value = row[0], row[column]
+    keys = [parse_topic_partition_dir(d.name) for d, _, _, _ in partitions]
+    recovery: list[int | None] = [rp for _, rp, _, _ in partitions]
+    starts: list[int | None] = [start if start > first else None for _, _, start, first in partitions]
+    for name, values in ((RECOVERY_POINT_CHECKPOINT, recovery), (LOG_START_OFFSET_CHECKPOINT, starts)):
+        def update(entries: dict[TopicPartition, int], values: list[int | None] = values) -> dict[TopicPartition, int]:
+            for key, value in zip(keys, values):
                 if value is None:
                     entries.pop(key, None)
                 else:

@@ -36,7 +36,7 @@ from . import read, retention
 from .append import AppendInfo, LogAppender
 from .files import check_partition_dir
 from .loader import (LogLoader, inconsistent_topic_id, initialize_topic_id, remove_partition_checkpoints,
-                     write_partition_checkpoints, write_partitions_checkpoints)
+                     write_partition_checkpoints)
 from .local_log import LocalLog
 from .log_metrics import LogMetrics
 from .read import FetchResult
@@ -649,74 +649,23 @@ class Log:
                 active if below_active is None else below_active))
 
     def close(self) -> None:
-        """Flush, write the recovery-point and log-start checkpoints, trim the active segment's
-        indexes and release the writer lock."""
+        """Flush, write the recovery-point and log-start checkpoints, trim the indexes, release the writer lock."""
         if self._closed:
             return
         with self._lock:
             try:
                 if not self.read_only:
-                    self._flush_for_close()
+                    self.flush()
+                    self.producer_state.take_snapshot()      # at the LEO
                     self._write_checkpoints()
                     self.delete_expired_files()
             finally:
                 self._release()
 
-    def _flush_for_close(self) -> None:
-        self.flush()
-        self.producer_state.take_snapshot()      # at the LEO
-
     def _release(self) -> None:
         self._closed = True
-        # .deleted files not yet due stay on disk: the next load removes them
-        self._local.close_pending()
+        self._local.close_pending()         # .deleted files not yet due stay on disk: the next load removes them
         self._local.release()
-
-    @staticmethod
-    def close_all(logs: list["Log"],
-                  each: Callable[[Callable[["Log"], None], list["Log"]], None] | None = None) -> None:
-        """``close`` for every log of ``logs`` (open for writing, this process their only user), with
-        each data directory's recovery-point and log-start checkpoints written once for all its
-        logs, as Kafka's LogManager checkpoints a directory, not once per log: each write reads
-        and rewrites the whole file under the directory's lock, so closing n logs of one directory
-        one by one costs n rewrites of n entries. The entries are written while every log still
-        holds its writer lock. ``each(fn, logs)`` runs the per-log flushes (a pool's map, say);
-        by default one after the other. Every log is released whatever fails; the first failure
-        is raised."""
-        live = [log for log in logs if not log._closed]
-        try:
-            writers = [log for log in live if not log.read_only]
-
-            def flush(log: Log) -> None:
-                with log._lock:
-                    log._flush_for_close()
-
-            if each is not None:
-                each(flush, writers)
-            else:
-                for log in writers:
-                    flush(log)
-            by_dir: dict[Path, list[Log]] = {}
-            for log in writers:
-                by_dir.setdefault(log.dir.parent, []).append(log)
-            for data_dir, group in by_dir.items():
-                write_partitions_checkpoints(data_dir, [
-                    (log.dir, log.recovery_point, log.log_start_offset, log._local.first_segment.base_offset)
-                    for log in group])
-            for log in writers:
-                with log._lock:
-                    log._delete_snapshots_after_recovery_point_checkpoint()
-                    log.delete_expired_files()
-        finally:
-            failed: BaseException | None = None
-            for log in live:
-                try:
-                    with log._lock:
-                        log._release()
-                except BaseException as e:      # the others are released all the same
-                    failed = failed or e
-            if failed is not None:
-                raise failed
 
     def delete(self) -> None:
         """``UnifiedLog.delete``: remove every segment, snapshot and checkpoint entry of this

@@ -17,7 +17,7 @@ from storage_core.config import LogConfig
 from storage_core.errors import (InvalidConfigError, InvalidOffsetError, InvalidTopicError,
                                  OffsetOutOfRangeError, RecordTooLargeError)
 from storage_core.format import decode_batches, encode_batches
-from storage_core.log import Log
+from storage_core.log import Log, close_logs
 
 from fixture_paths import PINTEREST, needs_fixture, require_fixture
 
@@ -63,8 +63,8 @@ def test_reopen_keeps_everything_and_writes_checkpoints(part: Path) -> None:
         assert log.read(0).num_rows == 15
 
 
-def test_close_all_writes_each_directorys_checkpoints_after_every_logs_flush(tmp_path: Path) -> None:
-    """``Log.close_all``: what closing each log writes (recovery points, moved log starts, producer
+def test_close_logs_writes_each_directorys_checkpoints_after_every_logs_flush(tmp_path: Path) -> None:
+    """``close_logs``: what closing each log writes (recovery points, moved log starts, producer
     snapshots), the data directory's checkpoint files untouched while the logs flush and written
     after, with every log's entry (the entries of logs not closed kept), every writer lock
     released."""
@@ -86,7 +86,7 @@ def test_close_all_writes_each_directorys_checkpoints_after_every_logs_flush(tmp
             fn(x)
             seen.append([f.read_text() for f in files])
 
-    Log.close_all(logs, each)
+    close_logs(logs, each)
     assert seen == [before] * 3                 # no checkpoint written per log
     assert sorted(files[0].read_text().splitlines()[2:]) == ["orders 0 100", "orders 1 200", "orders 2 300",
                                                              "other 0 3"]
@@ -268,7 +268,7 @@ def test_second_writer_is_refused_readers_are_welcome(part: Path) -> None:
         log.flush()
         script = textwrap.dedent(f"""
             import sys
-            from storage_core.log import Log
+            from storage_core.log import Log, close_logs
             from storage_core.errors import LogLockedError
             try:
                 Log.open({str(part)!r})
