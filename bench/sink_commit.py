@@ -165,7 +165,8 @@ def main() -> None:
     ap.add_argument("--partitions", default="64,256,1024")
     ap.add_argument("--records", type=int, default=100, help="records per partition per task per micro-batch")
     ap.add_argument("--tasks", type=int, default=2)
-    ap.add_argument("--batches", type=int, default=5, help="steady-state micro-batches after the first")
+    ap.add_argument("--batches", type=int, default=5,
+                    help="steady-state micro-batches after the first (--profile: the last, not counted; at least 2)")
     ap.add_argument("--sides", default="local,store")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--top", type=int, default=18)
