@@ -201,6 +201,41 @@ def store_round_trip(fs, folder: str, sizes: list[int], payload: bytes, local: P
         list(pool.map(down, range(len(sizes))))
 
 
+def _proc_cpu(pid: int) -> tuple[int, float]:
+    """(parent pid, CPU seconds user + system) of process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int, server: int) -> tuple[float, float]:
+    """CPU seconds so far of the process tree under ``root`` (this script, Spark's JVM, its Python
+    workers) without the subtree of ``server``, and of ``server``'s subtree (the ``weed`` server):
+    the client's and the store's CPU, as bench/remote_read.py's ``server_cpu`` counts the server's.
+    Processes that exited take their time with them: Spark's Python workers are reused."""
+    procs: dict[int, tuple[int, float]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                procs[int(d.name)] = _proc_cpu(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+
+    def under(pid: int, top: int) -> bool:
+        while pid > 1:
+            if pid == top:
+                return True
+            pid = procs.get(pid, (0, 0.0))[0]
+        return False
+
+    client = srv = 0.0
+    for pid, (_, cpu) in procs.items():
+        if under(pid, server):
+            srv += cpu
+        elif under(pid, root):
+            client += cpu
+    return client, srv
+
+
 def remote_main(args) -> None:
     import pyarrow.fs as pafs
     import pyspark.sql.functions as F
@@ -230,20 +265,19 @@ def remote_main(args) -> None:
             F.expr("unhex(concat(sha2(cast(id as string), 256), repeat('78', 68)))").alias("value")).cache()
         assert df.count() == args.rows
 
-        def kafkalog(staging: str | None):
+        def kafkalog(staging: str | None, timed=lambda fn: fn()):
+            """One write (through ``timed``), read back and counted; returns its output folder."""
             out = root / f"kafkalog-{'store' if staging else 'local'}"
             shutil.rmtree(out, ignore_errors=True)
             w = (df.write.format("kafkalog").option("path", str(out)).option("topic", "bench")
                  .option("numPartitions", str(args.tasks)).mode("append"))
             if staging:
                 w = w.option("stagingLocation", staging).options(**store)
-            t = time.perf_counter()
-            w.save()
-            secs = time.perf_counter() - t
+            timed(w.save)
             got = (spark.read.format("kafkalog").option("path", str(out)).option("subscribe", "bench")
                    .option("isolationLevel", "read_committed").load().count())
             assert got == args.rows, f"{out}: read back {got:,} records, wrote {args.rows:,}"
-            return secs, out
+            return out
 
         def staged_sizes(out: Path) -> list[int]:
             """The bytes the sink staged: each partition's log (the batches as staged), in one
@@ -251,32 +285,47 @@ def remote_main(args) -> None:
             per_partition = [sum(f.stat().st_size for f in d.glob("*.log")) for d in sorted(out.glob("bench-*"))]
             return [size // args.tasks for size in per_partition for _ in range(args.tasks)]
 
-        _, out = kafkalog(None)                                  # warm-up: workers, caches
+        out = kafkalog(None)                                     # warm-up: workers, caches
         kafkalog(f"s3://{server.bucket}/warm/staging")
         sizes = staged_sizes(out)
         payload = os.urandom(64 << 20)
-        times: dict[str, list[float]] = {"store upload+download": [], "kafkalog store staging": [],
-                                         "kafkalog local staging": []}
+        names = ("store upload+download", "kafkalog store staging", "kafkalog local staging")
+        times: dict[str, list[float]] = {k: [] for k in names}
+        cpu: dict[str, list[float]] = {k: [0.0, 0.0] for k in names}       # client, server CPU s, all rounds
+        me, weed = os.getpid(), server.proc.pid
+
+        def timed(name: str, fn) -> object:
+            c0 = tree_cpu(me, weed)
+            t = time.perf_counter()
+            result = fn()
+            times[name].append(time.perf_counter() - t)
+            c1 = tree_cpu(me, weed)
+            cpu[name][0] += c1[0] - c0[0]
+            cpu[name][1] += c1[1] - c0[1]
+            return result
+
         for r in range(args.repeat):
             folder = f"{server.bucket}/baseline-{uuid.uuid4().hex[:8]}"
-            t = time.perf_counter()
-            store_round_trip(fs, folder, sizes, payload, root / "download", args.tasks)
-            times["store upload+download"].append(time.perf_counter() - t)
+            timed(names[0], lambda: store_round_trip(fs, folder, sizes, payload, root / "download", args.tasks))
             fs.delete_dir(folder)
             shutil.rmtree(root / "download", ignore_errors=True)
-            times["kafkalog store staging"].append(kafkalog(f"s3://{server.bucket}/run-{r}/staging")[0])
+            # the writes' own time (their read-back check is outside)
+            kafkalog(f"s3://{server.bucket}/run-{r}/staging", timed=lambda fn: timed(names[1], fn))
             left = fs.get_file_info(pafs.FileSelector(f"{server.bucket}/run-{r}", recursive=True,
                                                       allow_not_found=True))
             assert not [i for i in left if i.type == pafs.FileType.File], "staged files left in the store"
-            times["kafkalog local staging"].append(kafkalog(None)[0])
+            kafkalog(None, timed=lambda fn: timed(names[2], fn))
         staged = sum(sizes)
         print(f"{args.rows:,} rows (string key, 100-byte value), {args.tasks} tasks, topic of {args.tasks} "
               f"partitions, {staged / 2**20:.0f} MiB staged in {len(sizes)} files, best of {args.repeat}; "
-              f"SeaweedFS on loopback; every kafkalog write read back and counted")
+              f"SeaweedFS on loopback; every kafkalog write read back and counted; CPU: seconds per GiB "
+              f"staged over all rounds, client (this script, Spark's JVM and Python workers) + weed server")
         best = {k: min(v) for k, v in times.items()}
+        gib = staged * args.repeat / 2**30
         for name, secs in best.items():
             print(f"  {name:24s} {staged / 2**20 / secs:>8,.0f} MiB/s  {args.rows / secs:>12,.0f} rows/s  "
-                  f"({secs:.2f} s)   rounds: " + " ".join(f"{t:.2f}" for t in times[name]))
+                  f"({secs:.2f} s)   CPU s/GiB {cpu[name][0] / gib:5.1f} + {cpu[name][1] / gib:4.1f}   rounds: "
+                  + " ".join(f"{t:.2f}" for t in times[name]))
         ratio = best["store upload+download"] / best["kafkalog store staging"]
         rounds = sorted(b / k for b, k in zip(times["store upload+download"], times["kafkalog store staging"]))
         print(f"  kafkalog store staging / store upload+download: {ratio:.2f}   (goal >= 0.70: "

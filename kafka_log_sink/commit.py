@@ -9,7 +9,8 @@ coordinator (``TransactionCoordinator``) over the partition logs:
 2. append every staged batch to its partition, numbered by the log (base offset) and by the
    producer's sequence in that partition (base sequence, its CRC updated), made durable
    (``staged_append``: the bytes are copied by the kernel, the driver touches headers only);
-   staged files in a store (``staging_store``) are first fetched to the driver's own folder;
+   staged files in a store (``staging_store``) are first fetched to the driver's own folder,
+   several partitions ahead of the appends;
 3. record ``"prepare_commit"``: from here the batch is committed whatever happens;
 4. append a COMMIT marker to every partition; record ``"complete"``.
 
@@ -34,6 +35,7 @@ import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -45,7 +47,7 @@ from storage_core.errors import KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
-from storage_core.log import Log
+from storage_core.log import Log, close_logs
 
 from .options import SinkOptions, default_staging, staging_store_uri
 from .staged_append import append_staged, can_append_staged
@@ -59,6 +61,7 @@ T = TypeVar("T")
 STATE_DIR = "kafkalog-sink"
 LOCK_WAIT_S = 60.0
 STORE_SWEEP_INTERVAL_S = 60.0
+FETCH_THREADS = 8                   # staged objects fetched at once, partitions ahead of their appends
 _LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
@@ -238,30 +241,63 @@ class SinkCoordinator:
         # Partitions side by side: a partition's numbering (compiled, no GIL), its renames and
         # its fsync overlap another's. Small staged files are copied into the active segment,
         # which copies in parallel do not speed up on 2 cores, but they are small.
-        self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs), partitions)
+        if not any(r.in_store for rs in by_partition.values() for r in rs):
+            self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs), partitions)
+            return
+        # Staged objects fetched ahead, in the order the partitions are appended, more GETs in
+        # flight than partitions appended at once: a store answers many requests side by side,
+        # and a partition's append waits only for its own objects. The driver's disk holds the
+        # micro-batch's bytes once, as with local staging.
+        pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="kafkalog-fetch")
+        ahead = {tp: self._fetch(by_partition[tp], pool) for tp in partitions}
+        try:
+            self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs, ahead[tp]),
+                               partitions)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for tp, fetched in ahead.items():   # fetched but never appended
+                try:
+                    self._remove_fetched(by_partition[tp], fetched())
+                except BaseException:
+                    pass                        # its own failure: its folder is gone already
+            raise
+        pool.shutdown()
 
     def _append_fetched(self, tp: tuple[str, int], runs: list[StagedRun], producer: ProducerIdentity,
-                        logs: dict[tuple[str, int], Log]) -> None:
+                        logs: dict[tuple[str, int], Log],
+                        fetched: Callable[[], list[StagedRun]] | None = None) -> None:
         """A partition's staged runs appended (those in the staging store fetched to local
-        files first), made durable, then its staged files removed."""
-        local = self._fetch(runs)
+        files first, or waited for from ``fetched``), made durable, then its local staged files
+        removed (its objects in the store go with their task folders once the batch is
+        committed, ``discard``)."""
+        local = (fetched or self._fetch(runs))()
         try:
             self._append(tp, local, producer, logs)
             self._made_durable(logs[tp], local)
         finally:
-            for run in local:                   # the fetched copies, whatever happened
-                if run is not None and run.path not in {r.path for r in runs}:
-                    Path(run.path).unlink(missing_ok=True)
-        if self.store is not None:
-            self.store.delete([r.path for r in runs if r.in_store])
+            self._remove_fetched(runs, local)   # the fetched copies, whatever happened
 
-    def _fetch(self, runs: list[StagedRun]) -> list[StagedRun]:
-        """``runs`` with those in the staging store fetched to the driver's own staging folder
-        (``default_staging``, beside a local checkpoint: on the data's file system where it
-        can be, so big files are renamed into the log), named by their commit messages: no
-        listing of the store."""
+    @staticmethod
+    def _remove_fetched(runs: list[StagedRun], local: list[StagedRun]) -> None:
+        staged = {r.path for r in runs}
+        for run in local:
+            if run.path not in staged:
+                Path(run.path).unlink(missing_ok=True)
+                try:
+                    Path(run.path).parent.rmdir()   # the fetched copies' folder, once empty
+                except OSError:
+                    pass
+
+    def _fetch(self, runs: list[StagedRun], pool: ThreadPoolExecutor | None = None
+               ) -> Callable[[], list[StagedRun]]:
+        """Start fetching the runs of ``runs`` in the staging store to the driver's own staging
+        folder (``default_staging``, beside a local checkpoint: on the data's file system where
+        it can be, so big files are renamed into the log), named by their commit messages (no
+        listing of the store), on ``pool`` (else a pool of their own); returns the wait for
+        them, which gives ``runs`` with local paths, or raises the first failure with the
+        folder removed."""
         if not any(r.in_store for r in runs):
-            return runs
+            return lambda: runs
         assert self.store is not None, "staged runs in a store but no staging store configured"
         folder = default_staging(self.opts) / "fetched" / f"batch-{self._batch_id}" / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
@@ -269,15 +305,25 @@ class SinkCoordinator:
         fetched = [replace(run, path=str(folder / f"{i}-{run.path.rsplit('/', 1)[-1]}"), in_store=False)
                    if run.in_store else run for i, run in enumerate(runs)]
         todo = [(run, local) for run, local in zip(runs, fetched) if run.in_store]
-        try:
-            # the objects side by side: a store serves several requests at once
-            with ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch") as pool:
-                for f in [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]:
+        # the objects side by side: a store serves several requests at once
+        own = pool is None
+        pool = pool or ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch")
+        futures = [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]
+        if own:
+            pool.shutdown(wait=False)
+
+        def wait() -> list[StagedRun]:
+            try:
+                for f in futures:
                     f.result()
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        return fetched
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                wait_all(futures)
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            return fetched
+        return wait
 
     def _made_durable(self, log: Log, runs: list[StagedRun]) -> None:
         """Flush a partition appended to, then remove its staged files."""
@@ -295,7 +341,8 @@ class SinkCoordinator:
         opened = list(logs.values())
         logs.clear()
         if not quiet:
-            self._side_by_side(Log.close, opened)
+            # the data directory's checkpoints written once for every partition, not once each
+            close_logs(opened, self._side_by_side)
             return
         for log in opened:
             try:
@@ -320,7 +367,7 @@ class SinkCoordinator:
         """Remove staged files (and their task directories once empty)."""
         runs = list(runs)
         if self.store is not None:
-            self.store.delete([r.path for r in runs if r.in_store])
+            self.store.delete_task_folders([r.path for r in runs if r.in_store])
         for r in runs:
             if r.in_store:
                 continue
@@ -424,16 +471,20 @@ class SinkCoordinator:
                 self._record_topic_config(topic)
             count = existing or self.opts.num_partitions
             topic_id = None if existing else random_topic_id()
-            for p in reversed(range(count)):
-                path = self._dir((topic, p))
-                if not path.exists():
-                    if topic_id is None:
-                        # the highest directory is created first: it holds the topic's id
-                        # (None for a topic written before topic ids, which keeps having none)
-                        meta = PartitionMetadataFile(self._dir((topic, count - 1)))
-                        topic_id = meta.read() if meta.exists() else None
-                    with self._open(path, topic_id):
-                        pass
+            created: list[Log] = []
+            try:
+                for p in reversed(range(count)):
+                    path = self._dir((topic, p))
+                    if not path.exists():
+                        if topic_id is None:
+                            # the highest directory is created first: it holds the topic's id
+                            # (None for a topic written before topic ids, which keeps having none)
+                            meta = PartitionMetadataFile(self._dir((topic, count - 1)))
+                            topic_id = meta.read() if meta.exists() else None
+                        created.append(self._open(path, topic_id))
+            finally:
+                # closed together: the data directory's checkpoints written once, not per partition
+                close_logs(created, self._side_by_side)
 
     def _record_topic_config(self, topic: str) -> None:
         """A topic the sink creates keeps the topic configuration it was created with (the

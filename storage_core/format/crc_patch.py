@@ -42,6 +42,23 @@ def _powers() -> list[int]:
 _X2N = _powers()
 
 
+def _product_tables() -> np.ndarray:
+    """``[k, i, v]``: ``x^(2^k) * (v << 8 i) mod P`` for every byte ``v`` of every byte position
+    ``i`` of a reflected 32-bit polynomial: the product is linear in its second factor over GF(2),
+    so a multiplication by ``x^(2^k)`` is four lookups XORed, not a 32-step loop."""
+    shifted = (np.arange(256, dtype=np.uint64)[None, :] << (8 * np.arange(4, dtype=np.uint64))[:, None]).ravel()
+    return np.stack([_mul(a, shifted).reshape(4, 256) for a in _X2N])
+
+
+_X2N_TABLES = _product_tables()
+
+
+def _mul_x2n(k: int, b: np.ndarray) -> np.ndarray:
+    """``x^(2^k) * b mod P`` elementwise, through ``_X2N_TABLES``."""
+    t = _X2N_TABLES[k & 31]
+    return t[0][b & 0xFF] ^ t[1][(b >> 8) & 0xFF] ^ t[2][(b >> 16) & 0xFF] ^ t[3][(b >> 24) & 0xFF]
+
+
 def _x8n(n: np.ndarray) -> np.ndarray:
     """``x^(8 n) mod P`` elementwise (zlib's ``x2nmodp(n, 3)``)."""
     n = np.array(n, np.uint64)
@@ -51,7 +68,7 @@ def _x8n(n: np.ndarray) -> np.ndarray:
     while n.any():
         sel = (n & one) != 0
         if sel.any():
-            p = np.where(sel, _mul(_X2N[k & 31], p), p)
+            p = np.where(sel, _mul_x2n(k, p), p)
         n >>= one
         k += 1
     return p

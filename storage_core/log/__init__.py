@@ -3,6 +3,7 @@
 from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix, is_segment_file,
                     offset_from_filename, segment_base_offsets, segment_paths, write_all)
+from .close import close_logs
 from .log import Log
 from .read import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
                    MAX_TIMESTAMP, FetchResult, aborted_mask, is_read_committed, rows_in_range)
@@ -35,6 +36,7 @@ __all__ = [
     "TimestampAndOffset",
     "aborted_mask",
     "bases_in_range",
+    "close_logs",
     "filename_prefix",
     "is_read_committed",
     "is_segment_file",

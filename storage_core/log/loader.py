@@ -344,18 +344,28 @@ def write_partition_checkpoints(directory: Path, recovery_point: int, log_start_
     takes the data directory's lock (after the log's own). An unreadable file is rewritten as
     if empty. As in Kafka, only a log whose start moved past its first segment is listed in
     the log-start-offset checkpoint."""
-    key = parse_topic_partition_dir(directory.name)
-    moved = log_start_offset > first_base_offset
-    for name, value in ((RECOVERY_POINT_CHECKPOINT, recovery_point),
-                        (LOG_START_OFFSET_CHECKPOINT, log_start_offset if moved else None)):
-        def update(entries: dict[TopicPartition, int], value: int | None = value) -> dict[TopicPartition, int]:
-            if value is None:
-                entries.pop(key, None)
-            else:
-                entries[key] = value
+    write_partitions_checkpoints(directory.parent, [(directory, recovery_point, log_start_offset,
+                                                     first_base_offset)])
+
+
+def write_partitions_checkpoints(data_dir: Path, partitions: list[tuple[Path, int, int, int]]) -> None:
+    """``write_partition_checkpoints`` for several partitions of ``data_dir`` at once, each
+    ``(directory, recovery point, log start offset, first segment's base offset)``: each file is
+    read and rewritten once for all of them, as Kafka's LogManager checkpoints a directory's logs
+    in one write, where one update per partition reads and rewrites every entry each time."""
+    keys = [parse_topic_partition_dir(d.name) for d, _, _, _ in partitions]
+    recovery: list[int | None] = [rp for _, rp, _, _ in partitions]
+    starts: list[int | None] = [start if start > first else None for _, _, start, first in partitions]
+    for name, values in ((RECOVERY_POINT_CHECKPOINT, recovery), (LOG_START_OFFSET_CHECKPOINT, starts)):
+        def update(entries: dict[TopicPartition, int], values: list[int | None] = values) -> dict[TopicPartition, int]:
+            for key, value in zip(keys, values):
+                if value is None:
+                    entries.pop(key, None)
+                else:
+                    entries[key] = value
             return entries
 
-        update_offset_checkpoint(directory.parent, name, update, reset_unreadable=True)
+        update_offset_checkpoint(data_dir, name, update, reset_unreadable=True)
 
 
 def remove_partition_checkpoints(directory: Path) -> None:

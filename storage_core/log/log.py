@@ -649,8 +649,7 @@ class Log:
                 active if below_active is None else below_active))
 
     def close(self) -> None:
-        """Flush, write the recovery-point and log-start checkpoints, trim the active segment's
-        indexes and release the writer lock."""
+        """Flush, write the recovery-point and log-start checkpoints, trim the indexes, release the writer lock."""
         if self._closed:
             return
         with self._lock:
@@ -661,10 +660,12 @@ class Log:
                     self._write_checkpoints()
                     self.delete_expired_files()
             finally:
-                self._closed = True
-                # .deleted files not yet due stay on disk: the next load removes them
-                self._local.close_pending()
-                self._local.release()
+                self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        self._local.close_pending()         # .deleted files not yet due stay on disk: the next load removes them
+        self._local.release()
 
     def delete(self) -> None:
         """``UnifiedLog.delete``: remove every segment, snapshot and checkpoint entry of this

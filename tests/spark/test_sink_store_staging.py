@@ -182,6 +182,35 @@ def test_a_staged_object_changed_after_its_task_fails_the_commit_naming_it(seawe
     assert committed_values(tmp_path / "data") == []
 
 
+def test_a_damaged_object_among_many_partitions_fails_the_commit_and_leaves_no_fetched_copy(seaweedfs, tmp_path):
+    """The commit fetches partitions ahead of their appends: when one object is damaged, the
+    commit fails naming it, nothing is committed, no fetched copy stays on the driver's disk, and
+    the batch staged again commits whole; every staged object is gone after."""
+    where = prefix()
+    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "12",
+                               "stagingLocation": f"s3://{seaweedfs.bucket}/{where}",
+                               "checkpointLocation": str(tmp_path / "chk"), **store_options(seaweedfs)})
+    producer = load_producer(opts)
+    runs = [r for start in (0, 3000) for r in
+            stage_all(opts, producer, "stream", None, iter(table(3000, start).to_batches(max_chunksize=500))).runs]
+    assert len({r.partition for r in runs}) == 12
+    victim = min(runs, key=lambda r: r.partition)       # appended first: the others fetched ahead
+    with seaweedfs.filesystem().open_output_stream(victim.path) as out:
+        out.write(b"short")
+    with pytest.raises(KafkaLogError, match=f"{victim.path}.*holds 5 bytes"):
+        SinkCoordinator(opts).commit(runs, 0, producer)
+    assert committed_values(tmp_path / "data") == []
+    SinkCoordinator(opts).abort(runs)                   # as Spark aborts the failed batch
+    fetched = tmp_path / "chk" / "kafkalog-sink" / "staging" / "fetched"
+    assert fetched.exists() and [p for p in fetched.rglob("*") if p.is_file()] == []
+    again = [r for start in (0, 3000) for r in
+             stage_all(opts, producer, "stream", None, iter(table(3000, start).to_batches(max_chunksize=500))).runs]
+    SinkCoordinator(opts).commit(again, 0, producer)
+    assert sorted(committed_values(tmp_path / "data")) == sorted(f"v{i}" for i in range(6000))
+    assert [p for p in fetched.rglob("*") if p.is_file()] == []
+    assert objects(seaweedfs, where) == []      # the committed batch's by its commit, the failed one's by abort
+
+
 # ---------------------------------------------------------------------------- tiering
 
 def test_tiering_fails_while_the_store_is_down_and_catches_up_at_the_next_commit(seaweedfs, tmp_path, caplog):

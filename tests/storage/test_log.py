@@ -17,7 +17,7 @@ from storage_core.config import LogConfig
 from storage_core.errors import (InvalidConfigError, InvalidOffsetError, InvalidTopicError,
                                  OffsetOutOfRangeError, RecordTooLargeError)
 from storage_core.format import decode_batches, encode_batches
-from storage_core.log import Log
+from storage_core.log import Log, close_logs
 
 from fixture_paths import PINTEREST, needs_fixture, require_fixture
 
@@ -61,6 +61,41 @@ def test_reopen_keeps_everything_and_writes_checkpoints(part: Path) -> None:
         assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (0, 10, 10)
         log.append(table(5, start=10))
         assert log.read(0).num_rows == 15
+
+
+def test_close_logs_writes_each_directorys_checkpoints_after_every_logs_flush(tmp_path: Path) -> None:
+    """``close_logs``: what closing each log writes (recovery points, moved log starts, producer
+    snapshots), the data directory's checkpoint files untouched while the logs flush and written
+    after, with every log's entry (the entries of logs not closed kept), every writer lock
+    released."""
+    root = tmp_path / "data"
+    with Log.open(root / "other-0") as other:
+        other.append(table(3))
+    cfg = LogConfig(segment_bytes=4096)
+    logs = [Log.open(root / f"orders-{p}", cfg) for p in range(3)]
+    for i, log in enumerate(logs):
+        for b in range(10 * (i + 1)):
+            log.append(table(10, start=10 * b))
+    assert logs[2].delete_records_before(150) == 150
+    files = [root / "recovery-point-offset-checkpoint", root / "log-start-offset-checkpoint"]
+    before = [f.read_text() for f in files]
+    seen = []
+
+    def each(fn, items):
+        for x in items:
+            fn(x)
+            seen.append([f.read_text() for f in files])
+
+    close_logs(logs, each)
+    assert seen == [before] * 3                 # no checkpoint written per log
+    assert sorted(files[0].read_text().splitlines()[2:]) == ["orders 0 100", "orders 1 200", "orders 2 300",
+                                                             "other 0 3"]
+    assert files[1].read_text().splitlines()[2:] == ["orders 2 150"]
+    for p, end in enumerate((100, 200, 300)):
+        assert (root / f"orders-{p}" / f"{end:020d}.snapshot").exists()
+        with Log.open(root / f"orders-{p}", cfg) as log:        # the lock is free; nothing to recover
+            assert (log.log_end_offset, log.recovery_point) == (end, end)
+            assert log.log_start_offset == (150 if p == 2 else 0)
 
 
 def test_files_are_named_and_sized_as_kafka_does(part: Path) -> None:
@@ -233,7 +268,7 @@ def test_second_writer_is_refused_readers_are_welcome(part: Path) -> None:
         log.flush()
         script = textwrap.dedent(f"""
             import sys
-            from storage_core.log import Log
+            from storage_core.log import Log, close_logs
             from storage_core.errors import LogLockedError
             try:
                 Log.open({str(part)!r})
