@@ -20,8 +20,7 @@ whole batch and issues the next ranged reads ahead, in parallel on a small threa
 ``read_ahead`` chunks per sweep (bounded memory). The chunks read ahead are whole multiples of
 the chunk size in the object (whatever offset the sweep began at: the store serves the same
 aligned ranges), several fetches long, so that most fetches lie in one chunk and decode a slice
-of it without a copy; a fetch that reaches past a chunk's end stops at the last whole batch in
-the chunk, and only a batch cut by a chunk's end is joined (that fetch returns it alone).
+of it without a copy; only a fetch that straddles two chunks joins its bytes.
 """
 
 from __future__ import annotations
@@ -346,20 +345,16 @@ class UnifiedLog:
             if sequential:
                 sweep.drop_before(position)
                 self._issue_ahead(sweep)
-            return self._view(sweep, position, want, whole_batches=sequential), position
+            return self._view(sweep, position, want), position
         self._drop_sweep()
         data = self._range(md, position, want)
         self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want)
         return data, position
 
-    def _view(self, sweep: _Sweep, position: int, end: int, *, whole_batches: bool = False) -> bytes | memoryview:
+    def _view(self, sweep: _Sweep, position: int, end: int) -> bytes | memoryview:
         """Bytes ``[position, end)`` of the sweep's segment: a slice of one piece (no copy), the
         pieces joined in the sweep's scratch buffer where it straddles them (valid until the next
-        call); what lies past the reads issued is read now. ``whole_batches`` (a batch starts at
-        ``position``; the caller decodes whole batches and may return fewer bytes than asked, as
-        a fetch that ends at a segment's end does): where the range straddles pieces, only the
-        rest of the first piece when a whole batch lies in it, else only the batch that its end
-        cuts is joined, so a sweep copies one batch per chunk rather than a fetch's bytes."""
+        call); what lies past the reads issued is read now."""
         if sweep.issued_to < end:
             sweep.pieces.append((sweep.issued_to, end, self._range(sweep.segment, sweep.issued_to, end)))
             sweep.issued_to = end
@@ -373,23 +368,10 @@ class UnifiedLog:
         if len(parts) == 1:
             return parts[0]
         n = end - position
-        if whole_batches:
-            first = parts[0]
-            head = bytes(first[:LOG_OVERHEAD])
-            if len(head) < LOG_OVERHEAD:
-                head += bytes(parts[1][:LOG_OVERHEAD - len(head)])
-            if len(head) == LOG_OVERHEAD:
-                size = LOG_OVERHEAD + _field(head, 0, BatchField.LENGTH)
-                if size <= len(first):
-                    return first
-                n = min(n, max(size, LOG_OVERHEAD))
         if sweep.scratch is None or len(sweep.scratch) < n:
             sweep.scratch = bytearray(n)
         joined, at = memoryview(sweep.scratch), 0
         for part in parts:
-            if at >= n:
-                break
-            part = part[:n - at]
             joined[at:at + len(part)] = part
             at += len(part)
         return joined[:n]
