@@ -316,7 +316,13 @@ def _open_s3(configs: Mapping[str, object], parts: SplitResult, uri: str) -> tup
     if not bucket:
         raise InvalidConfigError(f"storage.uri {_redacted(uri)} names no bucket (s3://bucket/prefix)")
     try:
-        fs = pafs.S3FileSystem(**kwargs)
+        try:
+            # an object smaller than an upload part is one PUT at close, not a multipart upload
+            # created at open, filled and completed (three requests): the small files of a
+            # segment copy, the metadata events, the sink's staged files (pyarrow 21 and later)
+            fs = pafs.S3FileSystem(**kwargs, allow_delayed_open=True)
+        except TypeError:
+            fs = pafs.S3FileSystem(**kwargs)
     except (pa.ArrowInvalid, OSError, ValueError) as e:
         raise InvalidConfigError(f"cannot configure S3 for {_redacted(uri)}: {e}") from None
     root = f"{bucket}{parts.path}".rstrip("/")
