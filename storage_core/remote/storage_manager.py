@@ -319,7 +319,7 @@ def _open_s3(configs: Mapping[str, object], parts: SplitResult, uri: str) -> tup
         try:
             # an object smaller than an upload part is one PUT at close, not a multipart upload
             # created at open, filled and completed (three requests): the small files of a
-            # segment copy, the metadata events, the sink's staged files (pyarrow 21 and later)
+            # segment copy, the metadata events, the sink's staged files (newer pyarrow only)
             fs = pafs.S3FileSystem(**kwargs, allow_delayed_open=True)
         except TypeError:
             fs = pafs.S3FileSystem(**kwargs)
