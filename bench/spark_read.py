@@ -145,6 +145,17 @@ def process_cpu(server_pid: int | None = None) -> dict[str, float]:
             "server": cpu(descendants(stats, server_pid)) if server_pid in stats else 0.0}
 
 
+def timed_count(spark, query: str, name: str, total: int) -> float:
+    """Run ``query`` (``count(*) AS n, sum(length(value)) AS bytes``), check its row against the
+    ``total`` records written, return its wall time."""
+    t = time.perf_counter()
+    row = spark.sql(query).collect()[0]
+    took = time.perf_counter() - t
+    assert row.n == total, f"{name}: count(*) {row.n}, {total} records written"
+    assert row.bytes == total * VALUE, f"{name}: sum(length(value)) {row.bytes}, {total * VALUE} written"
+    return took
+
+
 def ceiling_source(partitions: int, rows_per_partition: int, batch_rows: int):
     """A data source yielding the same Arrow batch again and again: no decoding at all."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -212,15 +223,11 @@ def bench_read(args) -> None:
             df().createOrReplaceTempView("src")
             busy0, all0 = cpu_ticks()
             tree0 = tree_cpu_seconds()
-            t = time.perf_counter()
-            row = spark.sql(query).collect()[0]
-            took = time.perf_counter() - t
+            took = timed_count(spark, query, name, total)
             busy1, all1 = cpu_ticks()
             tree = tree_cpu_seconds() - tree0
             times[name].append(took)
             cpu[name].append((100 * (busy1 - busy0) / max(1, all1 - all0), 100 * tree / took / os.cpu_count()))
-            assert row.n == total, f"{name}: count(*) {row.n}, {total} records written"
-            assert row.bytes == total * VALUE, f"{name}: sum(length(value)) {row.bytes}, {total * VALUE} written"
     print(f"read: {total:,} records ({size / (1 << 30):.2f} GiB of segments, {VALUE}-byte values, "
           f"{args.partitions} partitions); {query}; best of {args.repeat}")
     best = {k: min(v) for k, v in times.items()}
@@ -293,13 +300,9 @@ def bench_remote(args) -> None:
             for name, df in sides.items():
                 df().createOrReplaceTempView("src")
                 before = process_cpu(server.proc.pid)
-                t = time.perf_counter()
-                row = spark.sql(query).collect()[0]
-                times[name].append(time.perf_counter() - t)
+                times[name].append(timed_count(spark, query, name, total))
                 after = process_cpu(server.proc.pid)
                 cpu[name].append({k: (after[k] - before[k]) / gib for k in after})
-                assert row.n == total, f"{name}: count(*) {row.n}, {total} records written"
-                assert row.bytes == total * VALUE, f"{name}: sum(length(value)) {row.bytes}, {total * VALUE} written"
         print(f"remote: {total:,} records ({size / (1 << 30):.2f} GiB of segments, {args.partitions} partitions); "
               f"{query}; best of {args.repeat}; load average {os.getloadavg()[0]:.1f}")
         best = {k: min(v) for k, v in times.items()}
