@@ -49,6 +49,7 @@ from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_fie
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
 from storage_core.log import Log, close_logs
 
+from .open_files import OpenLogBudget, log_open_files
 from .options import SinkOptions, default_staging, staging_store_uri
 from .staged_append import append_staged, can_append_staged
 from .staging_store import StagingStore
@@ -142,6 +143,7 @@ class SinkCoordinator:
         uri = staging_store_uri(opts)
         self.store = StagingStore(uri, opts.store) if uri is not None else None
         self._batch_id = -1
+        self._budget = OpenLogBudget.for_commit(0)      # each commit sizes its own
 
     # ---------------------------------------------------------------- the transaction log
 
@@ -188,11 +190,13 @@ class SinkCoordinator:
         for r in runs:
             by_partition.setdefault((r.topic, r.partition), []).append(r)
         partitions = sorted(by_partition)
+        self._budget = OpenLogBudget.for_commit(len(partitions))
         self._create_topics({t for t, _ in partitions})
         self._write_state(TxnState(batch_id, "ongoing", partitions, producer))
         self._crash_point("ongoing")
         # each partition's log stays open from its append to its marker: opening and closing
-        # a log (checkpoints, producer snapshot, fsyncs) costs more than the marker
+        # a log (checkpoints, producer snapshot, fsyncs) costs more than the marker; those the
+        # open file limit has no room for are closed after their appends (``_hold_or_close``)
         logs: dict[tuple[str, int], Log] = {}
         try:
             self._append_all(partitions, by_partition, producer, logs)
@@ -276,6 +280,15 @@ class SinkCoordinator:
             self._made_durable(logs[tp], local)
         finally:
             self._remove_fetched(runs, local)   # the fetched copies, whatever happened
+        self._hold_or_close(tp, logs)
+
+    def _hold_or_close(self, tp: tuple[str, int], logs: dict[tuple[str, int], Log]) -> None:
+        """Keep a partition's log open for its marker where the open file limit has room for it,
+        else close it now (its append is durable; ``_finish`` reopens it for the marker)."""
+        log = logs[tp]
+        if not self._budget.take(log_open_files(len(log.segments))):
+            del logs[tp]
+            log.close()
 
     @staticmethod
     def _remove_fetched(runs: list[StagedRun], local: list[StagedRun]) -> None:
@@ -472,6 +485,7 @@ class SinkCoordinator:
             count = existing or self.opts.num_partitions
             topic_id = None if existing else random_topic_id()
             created: list[Log] = []
+            files = 0
             try:
                 for p in reversed(range(count)):
                     path = self._dir((topic, p))
@@ -481,10 +495,20 @@ class SinkCoordinator:
                             # (None for a topic written before topic ids, which keeps having none)
                             meta = PartitionMetadataFile(self._dir((topic, count - 1)))
                             topic_id = meta.read() if meta.exists() else None
-                        created.append(self._open(path, topic_id))
+                        n = log_open_files(1)
+                        taken = self._budget.take(n)
+                        if not taken and created:
+                            # as many as the open file limit allows, closed together
+                            close_logs(created, self._side_by_side)
+                            self._budget.give(files)
+                            created, files = [], 0
+                            taken = self._budget.take(n)
+                        created.append(self._open(path, topic_id))      # one at least, always
+                        files += n if taken else 0
             finally:
                 # closed together: the data directory's checkpoints written once, not per partition
                 close_logs(created, self._side_by_side)
+                self._budget.give(files)
 
     def _record_topic_config(self, topic: str) -> None:
         """A topic the sink creates keeps the topic configuration it was created with (the

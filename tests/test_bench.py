@@ -98,6 +98,18 @@ def test_storage_runs_and_its_read_back_fails_on_a_missing_append(tmp_path):
             st.read_back(log, table, 3)
 
 
+def test_read_sweep_runs_each_side_in_a_new_process_and_checks_the_count(tmp_path):
+    out = run("bench/read_sweep.py", "--gib", "0.01", "--repeat", "1", "--dir", str(tmp_path / "rs"))
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()
+            if ln.startswith(("fetch ", "verify ", "pread ")) and " / " not in ln}
+    assert set(rows) == {"fetch", "verify", "pread"} and all(len(v) == 3 for v in rows.values()), out
+    assert "fetch / pread = " in out
+    rs = bench_module("read_sweep")
+    rs.check_rows(10_900, 10_900)
+    with pytest.raises(SystemExit, match="read 10,899 records, the log holds 10,900"):
+        rs.check_rows(10_899, 10_900)
+
+
 def test_remote_read_runs_its_three_sweeps_and_checks_their_counts(tmp_path):
     import shutil as _shutil
     if not (_shutil.which("weed", path=str(Path(sys.executable).parent)) or _shutil.which("weed")):

@@ -57,8 +57,9 @@ from ..producer import decode_snapshot
 from ..remote import RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .control_records import control_fields
 from .files import (MAX_BATCH, IndexLookup, aborted_txn_entries, base_offset_of, batch_at_or_after,
-                    batch_records, first_batch, legacy_crc_ok, mapped, max_record_timestamp,
-                    offset_entries, read_file, refuse_oversized_index, segment_bases, sibling, time_entries)
+                    batch_records, first_batch, legacy_crc_ok, mapped, offset_entries,
+                    read_file, record_offsets_and_max_timestamp, refuse_oversized_index, segment_bases, sibling,
+                    time_entries)
 from .output import Output, UsageError
 from .remote_tier import RemoteTier
 
@@ -393,7 +394,7 @@ def dump_time_index(run: DumpRun, file: str) -> None:
             elif found.last_offset != offset:
                 reports.add(reports.ts_not_found, abs_path, offset, found.last_offset)
             else:
-                max_ts = max_record_timestamp(batch_records(buf, found))
+                _, max_ts = record_offsets_and_max_timestamp(buf, found)
                 if max_ts != ts:
                     reports.add(reports.ts_mismatches, abs_path, ts, max_ts)
                 if prev_ts >= ts:

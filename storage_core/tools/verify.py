@@ -41,8 +41,8 @@ from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
 from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot, read_snapshot_header
 from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .files import (MAX_BATCH, OFFSET_CHECKPOINTS, SEGMENT_NAME, TXN_ENTRY, IndexLookup,
-                    aborted_txn_entries, base_offset_of, batch_at_or_after, batch_records, first_batch, mapped,
-                    max_record_timestamp, offset_entries, oversized_index_problem, read_file,
+                    aborted_txn_entries, base_offset_of, batch_at_or_after, first_batch, mapped,
+                    offset_entries, oversized_index_problem, read_file, record_offsets_and_max_timestamp,
                     segment_bases, sibling, time_entries)
 from .data_dirs import is_topic_partition_name, partition_dirs
 from .output import Output
@@ -227,17 +227,16 @@ def _verify_time_index(path: Path, p: Problems) -> str:
                              f"{log_path.name})")
                 continue
             try:
-                records = batch_records(buf, found)
+                offsets, max_ts = record_offsets_and_max_timestamp(buf, found)
             except (KafkaLogError, ValueError) as e:
                 p.add(where, f"the batch of offset {offset} cannot be read: {e}")
                 continue
             # DumpLogSegments wants the batch's last offset; brokers before KIP-734's fix wrote
             # the offset of the record with the largest timestamp, inside the batch: accepted
-            if all(r.offset != offset for r, _, _ in records) and found.last_offset != offset:
+            if found.last_offset != offset and not (offsets == offset).any():
                 p.add(where, f"Indexed offset: {offset}, found log offset: {found.last_offset} "
                              f"(not found in {log_path.name})")
                 continue
-            max_ts = max_record_timestamp(records)
             if max_ts != ts:
                 p.add(where, f"Index timestamp: {ts}, log timestamp: {max_ts} (the batch at "
                              f"position {found.position} of {log_path.name})")

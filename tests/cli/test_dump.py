@@ -835,3 +835,48 @@ def test_recover_truncates_a_zero_filled_tail(tmp_path: Path) -> None:
     out = kafkalog("recover", part.parent)
     assert out.returncode == 0, out.stdout
     assert f"truncated 00000000000000000013.log from {size + 40} to {size} bytes" in out.stdout
+
+
+def test_time_index_check_reads_batches_as_the_record_iterator_does():
+    """What ``verify`` and ``dump`` check a time-index entry against (the offsets of the batch's
+    records and their largest timestamp) comes from the compiled record walk for v2 batches: it
+    must agree with Kafka's record iteration (the Python per-record walk) on every batch of the
+    fixtures (real broker data, every codec and magic there) and on batches built here: log
+    append time, a control batch, compressed, null keys and headers, a negative timestamp."""
+    from fixture_paths import FIXTURES, require_fixture
+    from storage_core.format import LOG_APPEND_TIME
+    from storage_core.format.legacy import build_compressed, build_message
+    from storage_core.tools.files import batch_records as tool_records
+    from storage_core.tools.files import max_record_timestamp, record_offsets_and_max_timestamp
+
+    recs = [RecordInput(b"v%d" % i, None if i % 2 else b"k", NOW - 5 + (i * 7) % 11,
+                        (("h", b"x"),) if i % 3 == 0 else ()) for i in range(9)]
+    built = b"".join([
+        build_batch(recs, base_offset=0),
+        build_batch(recs, base_offset=9, compression=4),
+        build_batch(recs, base_offset=18, timestamp_type=1, log_append_time=NOW + 99),
+        build_batch([RecordInput(b"v", None, -7, ())], base_offset=27),
+        end_transaction_marker_batch(EndTransactionMarker(ControlRecordType.COMMIT, 0), offset=28,
+                                     timestamp=NOW, producer_id=3, producer_epoch=0),
+        build_message(29, b"v", b"k", magic=1, timestamp=NOW + 1),
+        build_compressed([(b"k", b"a", NOW + 4), (None, b"b", NOW + 2)], magic=1, compression=1,
+                         wrapper_offset=31),
+    ])
+    assert LOG_APPEND_TIME == 1
+    buffers = [("built", built)] + [(str(p), p.read_bytes())
+                                    for p in sorted(require_fixture(FIXTURES).rglob("*.log"))]
+    checked = 0
+    for name, buf in buffers:
+        for i, b in enumerate(LogInputStream(buf, 0, len(buf))):
+            if i == 50:
+                break                   # every kind of batch, not every copy (the time it takes)
+            want = tool_records(buf, b)
+            offsets, max_ts = record_offsets_and_max_timestamp(buf, b)
+            assert offsets.tolist() == [r.offset for r, _, _ in want], (name, b.position)
+            assert max_ts == max_record_timestamp(want), (name, b.position)
+            checked += 1
+    assert checked > 20
+    # the built ones: log append time stamps every record with the batch's time; -7 stays -7's max
+    built_batches = list(LogInputStream(built, 0, len(built)))
+    assert record_offsets_and_max_timestamp(built, built_batches[2])[1] == NOW + 99
+    assert record_offsets_and_max_timestamp(built, built_batches[3])[1] == -1

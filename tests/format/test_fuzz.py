@@ -805,6 +805,34 @@ def test_fuzz_compiled_header_walk_matches_log_input_stream(case, verify, limit)
     assert_same_walk(buf, verify, limit)
 
 
+def test_compiled_header_walk_over_thousands_of_batches():
+    """A buffer of 6000 one-record batches walks as LogInputStream walks it: the compiled walk
+    starts with room for fewer batches and grows it (sizing it for the worst case cost every
+    read megabytes of fresh memory), so every batch is found, a bad CRC or a truncated batch
+    far past the first room fails at its own position, and a legacy entry there stops it."""
+    table = pa.table({"key": pa.array([b"k%d" % i for i in range(6000)], pa.binary()),
+                      "value": pa.array([b"v" * (i % 7) for i in range(6000)], pa.binary()),
+                      "timestamp": pa.array([T0 + i for i in range(6000)], pa.int64())})
+    buf = bytes(encode_batches(table, max_batch_bytes=80))  # a batch per record
+    from storage_core.format.log_input_stream import scan_batches
+
+    scan = scan_batches(buf, verify=True)
+    assert len(scan) == 6000 and scan.end == len(buf)
+    assert scan.base_offset.tolist() == list(range(6000))
+    assert_same_walk(buf, True, None, "whole")
+    at = int(scan.position[5000])
+    bad = bytearray(buf)
+    bad[at + 30] ^= 0xFF                                    # inside batch 5000's CRC'd bytes
+    assert_same_walk(bytes(bad), True, None, "bad CRC")
+    with pytest.raises(CorruptRecordError) as e:
+        scan_batches(bytes(bad), verify=True)
+    assert e.value.position == at
+    assert_same_walk(buf[:at + 40], False, None, "truncated")
+    legacy = buf[:at] + build_message(5000, b"v", b"k", magic=1, timestamp=T0)
+    assert_same_walk(legacy, False, None, "legacy")
+    assert scan_batches(legacy).legacy_at_end and len(scan_batches(legacy)) == 5000
+
+
 def test_compiled_header_walk_matches_on_fixtures():
     """Every segment file of ../shared/fixtures walks the same both ways (real broker data)."""
     from fixture_paths import FIXTURES, require_fixture

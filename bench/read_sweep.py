@@ -1,0 +1,142 @@
+"""Reads in a new process: what a ``kafkalog`` command, a Spark Python worker's first task or a
+short script pays, each side run as its own process (nothing allocated and freed before it),
+against a plain read of the same bytes in the same conditions.
+
+* fetch: ``Log.fetch`` from the first offset to the end, ``--max-bytes`` per fetch, every record
+  decoded into Arrow (``Log.read``'s work), read-only.
+* verify: ``kafkalog verify`` of the partition directory (every batch's CRC, every index entry
+  against the log, the records of every batch a time-index entry names).
+* pread: ``os.pread`` of every ``.log`` file in ``--max-bytes`` reads into new ``bytes`` (the
+  baseline: the same bytes through the page cache, nothing decoded).
+
+The log (``--gib`` of 1000-record batches of 1000-byte values, 128 MiB segments, the shape of
+``bench/remote_read.py``) is written once into ``--dir`` and reused; the page cache is warm
+(it was just written or read). Best of ``--repeat`` per side, the sides alternating; wall MB/s,
+CPU seconds per GiB (user + system of the child) and minor page faults per GiB (memory the
+process had to be given again). Each fetch sweep's record count is checked.
+
+    .venv/bin/python bench/read_sweep.py [--gib 1] [--max-bytes 4194304] [--repeat 3] [--dir /tmp/kafkalog-read-sweep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def build(base: Path, gib: float) -> Path:
+    import remote_read
+
+    log_dir = base / "local" / "benchTopic-0"
+    done = base / "built"
+    if done.exists() and done.read_text() == str(gib):
+        return log_dir
+    import shutil
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    remote_read.build(base, int(gib * (1 << 30)))
+    done.write_text(str(gib))
+    return log_dir
+
+
+def child(side: str, log_dir: Path, max_bytes: int) -> dict:
+    """One side's sweep, in this (new) process: its imports and the compiled kernels' loading
+    (one fetch of a single batch) before the clocks start."""
+    from storage_core.log import Log
+    from storage_core.tools.cli import main as kafkalog
+
+    with Log.open(log_dir, read_only=True) as log:
+        log.fetch(log.log_start_offset, max_bytes=1)
+    start = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.perf_counter()
+    rows = 0
+    if side == "fetch":
+        with Log.open(log_dir, read_only=True) as log:
+            offset, end = log.log_start_offset, log.log_end_offset
+            while offset < end:
+                r = log.fetch(offset, max_bytes=max_bytes)
+                rows += r.table.num_rows
+                offset = r.next_offset
+    elif side == "pread":
+        for path in sorted(log_dir.glob("*.log")):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                pos, size = 0, os.fstat(fd).st_size
+                while pos < size:
+                    pos += len(os.pread(fd, max_bytes, pos))
+            finally:
+                os.close(fd)
+    else:
+        with open(os.devnull, "w") as null:
+            stdout, sys.stdout = sys.stdout, null
+            try:
+                code = kafkalog(["verify", str(log_dir)])
+            finally:
+                sys.stdout = stdout
+        assert code == 0, f"kafkalog verify exited {code}"
+    wall = time.perf_counter() - wall
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    return {"wall": wall, "cpu": end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime,
+            "faults": end.ru_minflt - start.ru_minflt, "rows": rows}
+
+
+def check_rows(rows: int, records: int) -> None:
+    if rows != records:
+        raise SystemExit(f"fetch sweep read {rows:,} records, the log holds {records:,}")
+
+
+def run_side(side: str, log_dir: Path, max_bytes: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", side, "--log-dir", str(log_dir),
+                          "--max-bytes", str(max_bytes)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--max-bytes", type=int, default=4 << 20)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/kafkalog-read-sweep")
+    ap.add_argument("--child", choices=["fetch", "verify", "pread"])
+    ap.add_argument("--log-dir")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, Path(args.log_dir), args.max_bytes)))
+        return
+    log_dir = build(Path(args.dir), args.gib)
+    from storage_core.log import Log
+    with Log.open(log_dir, read_only=True) as log:
+        records = log.log_end_offset - log.log_start_offset
+        gib = sum(s.size for s in log.segments) / (1 << 30)
+    sides = ("fetch", "verify", "pread")
+    results: dict[str, list[dict]] = {s: [] for s in sides}
+    for _ in range(args.repeat):
+        for side in sides:
+            r = run_side(side, log_dir, args.max_bytes)
+            if side == "fetch":
+                check_rows(r["rows"], records)
+            results[side].append(r)
+    print(f"log: {gib:.2f} GiB, {records:,} records; --max-bytes {args.max_bytes}; each side a new process; "
+          f"best of {args.repeat}")
+    print(f"{'':8s} {'MB/s':>8s} {'CPU s/GiB':>10s} {'faults/GiB':>11s}")
+    best = {}
+    for side in sides:
+        b = min(results[side], key=lambda r: r["wall"])
+        best[side] = b
+        print(f"{side:8s} {gib * 1024 / b['wall']:8.0f} {b['cpu'] / gib:10.3f} {b['faults'] / gib:11.0f}")
+    print(f"fetch / pread = {best['pread']['wall'] / best['fetch']['wall']:.2f}x, "
+          f"verify / pread = {best['pread']['wall'] / best['verify']['wall']:.2f}x (by wall time)")
+
+
+if __name__ == "__main__":
+    main()
