@@ -381,6 +381,14 @@ class RemoteInputStream(io.RawIOBase):
         out[:len(data)] = data
         return len(data)
 
+    def read(self, size: int | None = -1) -> bytes:
+        # RawIOBase.read would read into a new bytearray and copy that into bytes: the bytes of
+        # one ranged read are returned as they are
+        if size is None or size < 0:
+            return self.readall()
+        n = min(size, self._end - self._pos)
+        return self._read_at(n) if n > 0 else b""
+
     def readall(self) -> bytes:
         parts = []
         while self._pos < self._end:
