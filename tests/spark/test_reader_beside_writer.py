@@ -54,6 +54,7 @@ def test_streaming_query_beside_a_writer_that_truncates_compacts_and_deletes(spa
     seen: set[tuple[int, bytes]] = set()
     max_generation = 0
     rows = 0
+    generations: set[int] = set()
     for batch_id in sorted(batches):
         offsets = [o for o, _ in batches[batch_id]]
         assert len(set(offsets)) == len(offsets), f"batch {batch_id} holds an offset twice"
@@ -66,8 +67,9 @@ def test_streaming_query_beside_a_writer_that_truncates_compacts_and_deletes(spa
                 f"{max_generation}: a record removed by a truncation")
             seen.add((offset, value))
             max_generation = generation
+            generations.add(generation)
             rows += 1
-    # not vacuous: the query read while the writer ran; how many records it caught before the
-    # writer truncated or deleted them depends on the machine's load (467 seen under a full
-    # suite on two cores), so the bound is well below a quiet run's
-    assert len(batches) > 3 and rows > 200, (len(batches), rows)
+    # not vacuous: the query read while the writer ran, records written both before and after
+    # a truncation (what the order check bites on); how many it caught depends on the machine's
+    # load (467 under a full suite on two cores), so no count of rows is asked for
+    assert len(batches) > 3 and len(generations) >= 2, (len(batches), rows, sorted(generations))
