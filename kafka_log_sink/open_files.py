@@ -31,7 +31,8 @@ def raise_open_file_limit(wanted: int) -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return wanted if soft == resource.RLIM_INFINITY else soft
-    new = hard if hard == resource.RLIM_INFINITY or hard > soft else soft
+    # no hard limit (macOS says so, then refuses more than OPEN_MAX): what is wanted, else the hard limit
+    new = wanted if hard == resource.RLIM_INFINITY else max(soft, hard)
     if new != soft:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))

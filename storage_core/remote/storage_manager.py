@@ -382,12 +382,8 @@ class RemoteInputStream(io.RawIOBase):
         return len(data)
 
     def read(self, size: int | None = -1) -> bytes:
-        # RawIOBase.read would read into a new bytearray and copy that into bytes: the bytes of
-        # one ranged read are returned as they are
-        if size is None or size < 0:
-            return self.readall()
-        n = min(size, self._end - self._pos)
-        return self._read_at(n) if n > 0 else b""
+        """One ranged read's bytes as they are (``RawIOBase.read`` copies them twice)."""
+        return self.readall() if size is None or size < 0 else self._read_at(min(size, self._end - self._pos))
 
     def readall(self) -> bytes:
         parts = []
