@@ -295,11 +295,7 @@ class SinkCoordinator:
         staged = {r.path for r in runs}
         for run in local:
             if run.path not in staged:
-                Path(run.path).unlink(missing_ok=True)
-                try:
-                    Path(run.path).parent.rmdir()   # the fetched copies' folder, once empty
-                except OSError:
-                    pass
+                _unlink_staged(Path(run.path))
 
     def _fetch(self, runs: list[StagedRun], pool: ThreadPoolExecutor | None = None
                ) -> Callable[[], list[StagedRun]]:
@@ -344,11 +340,7 @@ class SinkCoordinator:
         for run in runs:
             # appended and durable per the fsync policy: a retried commit re-runs the tasks,
             # so the staged copy is of no further use (and unlinking frees page cache early)
-            Path(run.path).unlink(missing_ok=True)
-            try:
-                Path(run.path).parent.rmdir()       # a fetched copy's folder, once empty
-            except OSError:
-                pass
+            _unlink_staged(Path(run.path))
 
     def _close_all(self, logs: dict[tuple[str, int], Log], *, quiet: bool = False) -> None:
         opened = list(logs.values())
@@ -485,7 +477,8 @@ class SinkCoordinator:
             count = existing or self.opts.num_partitions
             topic_id = None if existing else random_topic_id()
             created: list[Log] = []
-            files = 0
+            # as many new partitions open at once as the open file limit holds, closed together
+            group = max(1, self._budget.files // log_open_files(1))
             try:
                 for p in reversed(range(count)):
                     path = self._dir((topic, p))
@@ -495,20 +488,13 @@ class SinkCoordinator:
                             # (None for a topic written before topic ids, which keeps having none)
                             meta = PartitionMetadataFile(self._dir((topic, count - 1)))
                             topic_id = meta.read() if meta.exists() else None
-                        n = log_open_files(1)
-                        taken = self._budget.take(n)
-                        if not taken and created:
-                            # as many as the open file limit allows, closed together
+                        if len(created) == group:
                             close_logs(created, self._side_by_side)
-                            self._budget.give(files)
-                            created, files = [], 0
-                            taken = self._budget.take(n)
-                        created.append(self._open(path, topic_id))      # one at least, always
-                        files += n if taken else 0
+                            created = []
+                        created.append(self._open(path, topic_id))
             finally:
                 # closed together: the data directory's checkpoints written once, not per partition
                 close_logs(created, self._side_by_side)
-                self._budget.give(files)
 
     def _record_topic_config(self, topic: str) -> None:
         """A topic the sink creates keeps the topic configuration it was created with (the
@@ -547,6 +533,15 @@ class SinkCoordinator:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+
+
+def _unlink_staged(path: Path) -> None:
+    """Remove a staged file (or its fetched copy) and its folder once that is empty."""
+    path.unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass
 
 
 def number_sequences(buf: bytearray, first_sequence: int) -> int:

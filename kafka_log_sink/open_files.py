@@ -86,7 +86,3 @@ class OpenLogBudget:
                 return False
             self.held += n
             return True
-
-    def give(self, n: int) -> None:
-        with self._lock:
-            self.held = max(0, self.held - n)
