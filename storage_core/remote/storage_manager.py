@@ -347,39 +347,40 @@ class RemoteInputStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def _read_at(self, n: int) -> bytes:
+    def _read(self, n: int, read: Callable[[pa.NativeFile], bytes | int]) -> bytes | int:
+        """``read(file)``: ``n`` bytes at the position, as bytes or a count read into a buffer;
+        a shared file that fails (or ends early) is reopened and read once more."""
         try:
-            data = self._file.read_at(n, self._pos)
+            got = read(self._file)
         except OSError as e:
-            if self._reopen is not None:
-                return self._read_reopened(n)
-            raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
-        if len(data) < n and n > 0 and not data:
-            if self._reopen is not None:
-                return self._read_reopened(n)
+            if self._reopen is None:
+                raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
+            got = 0
+        if not got and n and self._reopen is not None:
+            reopen, self._reopen = self._reopen, None
+            try:
+                self._file = reopen()
+            except OSError as e:        # a deleted object, a store gone away: as a fresh read fails
+                raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
+            self._shared = False        # the stream's own from now on
+            return self._read(n, read)
+        if not got and n:
             raise RemoteStorageError(f"Reading {self._what} at byte {self._pos}: the object ends before byte "
                                      f"{self._end} (truncated or replaced)")
-        self._pos += len(data)
-        return data
+        self._pos += got if isinstance(got, int) else len(got)
+        return got
 
-    def _read_reopened(self, n: int) -> bytes:
-        reopen, self._reopen = self._reopen, None
-        assert reopen is not None
-        try:
-            self._file = reopen()
-        except OSError as e:            # a deleted object, a store gone away: as a fresh read fails
-            raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
-        self._shared = False            # the stream's own from now on
-        return self._read_at(n)
+    def _read_at(self, n: int) -> bytes:
+        return self._read(n, lambda f: f.read_at(n, self._pos))     # type: ignore[return-value]
 
     def readinto(self, b: WriteableBuffer) -> int:
+        """Straight into ``b`` (one ranged read, no copy): a stream over the range, independent
+        of the shared file's position."""
         out = memoryview(b).cast("B")
         n = min(len(out), self._end - self._pos)
         if n <= 0:
             return 0
-        data = self._read_at(n)
-        out[:len(data)] = data
-        return len(data)
+        return self._read(n, lambda f: f.get_stream(self._pos, n).readinto(out[:n]))   # type: ignore[return-value]
 
     def read(self, size: int | None = -1) -> bytes:
         """One ranged read's bytes as they are (``RawIOBase.read`` copies them twice)."""

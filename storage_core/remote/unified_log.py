@@ -20,7 +20,9 @@ whole batch and issues the next ranged reads ahead, in parallel on a small threa
 ``read_ahead`` chunks per sweep (bounded memory). The chunks read ahead are whole multiples of
 the chunk size in the object (whatever offset the sweep began at: the store serves the same
 aligned ranges), several fetches long, so that most fetches lie in one chunk and decode a slice
-of it without a copy; only a fetch that straddles two chunks joins its bytes.
+of it without a copy; only a fetch that straddles two chunks joins its bytes. The chunks land in
+buffers the ``UnifiedLog`` keeps and reuses (``_Buffers``): a buffer goes back once the sweep has
+moved past its chunk and its read is done.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CorruptRecordError, InvalidConfigError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, InvalidConfigError, OffsetOutOfRangeError, RemoteStorageError
 from ..format import decode_run, empty_table
 from ..format.batch_header import LOG_OVERHEAD, BatchField
 from ..format.log_input_stream import default_max_decompressed
@@ -57,7 +59,46 @@ FETCHES_PER_CHUNK = 4           # a chunk read ahead holds this many fetches of 
 DEFAULT_READ_AHEAD = 8
 
 # [start, end) of a segment's .log: its bytes, or the ranged read that brings them
-_Piece = tuple[int, int, "Future[bytes] | bytes"]
+_Piece = tuple[int, int, "Future[memoryview] | bytes"]
+
+
+class _Buffers:
+    """The chunk buffers reads ahead land in, reused from sweep to sweep: a new ``bytes`` per
+    read is memory the allocator hands back to the system once freed (chunks of megabytes), so
+    the client faults in every page of every chunk again (about a tenth of a sweep's CPU).
+    At most ``limit`` kept; thread-safe (reads take, the sweep gives back)."""
+
+    def __init__(self, limit: int) -> None:
+        self._free: list[bytearray] = []
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def take(self, n: int, size: int) -> memoryview:
+        """``n`` bytes of a kept buffer, or of a new one of ``size`` (>= ``n``) bytes."""
+        with self._lock:
+            while self._free:
+                buf = self._free.pop()
+                if len(buf) >= n:
+                    return memoryview(buf)[:n]
+        return memoryview(bytearray(max(n, size)))[:n]
+
+    def give(self, view: memoryview) -> None:
+        with self._lock:
+            buf = view.obj
+            if len(self._free) < self._limit and not any(b is buf for b in self._free):
+                self._free.append(buf)          # type: ignore[arg-type]
+
+    def recycle(self, read: "Future[memoryview]") -> None:
+        """Give the buffer of ``read`` back once it is done (a read still running writes into
+        it; one cancelled before it began never took one)."""
+        def done(f: "Future[memoryview]") -> None:
+            if not f.cancelled() and f.exception() is None:
+                self.give(f.result())
+        read.add_done_callback(done)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
 
 
 @dataclass
@@ -75,6 +116,7 @@ class _Sweep:
     # where a fetch that straddles pieces is joined, reused (decoding copies what it returns,
     # so no table keeps it): a fresh buffer per fetch would cost the allocator's page faults
     scratch: bytearray | None = None
+    buffers: _Buffers | None = None             # where the reads ahead land, and go back to
 
     def covers(self, md: RemoteLogSegmentMetadata, position: int) -> bool:
         """``position`` of segment ``md`` lies in the bytes read or issued (or just after)."""
@@ -87,6 +129,8 @@ class _Sweep:
             _, _, data = self.pieces.popleft()
             if isinstance(data, Future):
                 data.cancel()
+                if self.buffers is not None:
+                    self.buffers.recycle(data)
 
 
 def read_ahead_chunk(max_bytes: int) -> int:
@@ -99,6 +143,9 @@ def _cancel(sweep: _Sweep) -> None:
     for _, _, data in sweep.pieces:
         if isinstance(data, Future):
             data.cancel()
+            if sweep.buffers is not None:
+                sweep.buffers.recycle(data)
+    sweep.pieces.clear()                        # each buffer given back once
     if sweep.following is not None:
         _cancel(sweep.following)
 
@@ -146,6 +193,7 @@ class UnifiedLog:
         self.read_ahead = read_ahead
         self.chunk_bytes = chunk_bytes
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
+        self._buffers = _Buffers(read_ahead + 2)     # the reads ahead of a sweep (and of the next segment)
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
         self._next_offset = -1                   # where the last remote fetch said to go on
@@ -245,7 +293,7 @@ class UnifiedLog:
             if following is None or following.segment.remote_log_segment_id != md.remote_log_segment_id:
                 if following is not None:
                     _cancel(following)
-                following = _Sweep(md, 0, self._chunk(max_bytes), next_offset=offset)
+                following = _Sweep(md, 0, self._chunk(max_bytes), next_offset=offset, buffers=self._buffers)
             self._sweep = sweep = following
             sequential = True
         if sequential:
@@ -331,6 +379,24 @@ class UnifiedLog:
         with self.rsm.fetch_log_segment(md, start, end - 1) as stream:
             return bytes(stream.readall())      # one ranged read, no copy through a buffer
 
+    def _range_into(self, md: RemoteLogSegmentMetadata, start: int, end: int, size: int) -> memoryview:
+        """Bytes ``[start, end)`` of the segment's ``.log`` in a kept buffer (``size`` bytes if
+        new): one ranged read straight into it."""
+        view = self._buffers.take(end - start, size)
+        try:
+            with self.rsm.fetch_log_segment(md, start, end - 1) as stream:
+                got = 0
+                while got < len(view):
+                    n = stream.readinto(view[got:])
+                    if not n:
+                        raise RemoteStorageError(f"{describe_segment(md)} ends at byte {start + got}, before "
+                                                 f"byte {end}")
+                    got += n
+        except BaseException:
+            self._buffers.give(view)
+            raise
+        return view
+
     def _bytes(self, md: RemoteLogSegmentMetadata, position: int, max_bytes: int,
                sequential: bool) -> tuple[bytes | memoryview, int]:
         """At least ``max_bytes`` (or to the segment's end) from ``position``, and ``position``:
@@ -348,7 +414,8 @@ class UnifiedLog:
             return self._view(sweep, position, want), position
         self._drop_sweep()
         data = self._range(md, position, want)
-        self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want)
+        self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want,
+                             buffers=self._buffers)
         return data, position
 
     def _view(self, sweep: _Sweep, position: int, end: int) -> bytes | memoryview:
@@ -395,7 +462,7 @@ class UnifiedLog:
             md = self.remote_segment_for(after) if after < self.log.log_start_offset else None
             if md is None or md.start_offset != after:
                 return
-            sweep.following = _Sweep(md, 0, sweep.chunk, next_offset=after)
+            sweep.following = _Sweep(md, 0, sweep.chunk, next_offset=after, buffers=self._buffers)
         following = sweep.following
         size = following.segment.segment_size_in_bytes
         while len(following.pieces) < room and following.issued_to < size:
@@ -405,7 +472,7 @@ class UnifiedLog:
         """One ranged read ahead, on the pool: up to the next multiple of the chunk size."""
         start = sweep.issued_to
         end = min(sweep.segment.segment_size_in_bytes, (start // sweep.chunk + 1) * sweep.chunk)
-        sweep.pieces.append((start, end, self._pool.submit(self._range, sweep.segment, start, end)))
+        sweep.pieces.append((start, end, self._pool.submit(self._range_into, sweep.segment, start, end, sweep.chunk)))
         sweep.issued_to = end
 
     def _whole_first_batch(self, md: RemoteLogSegmentMetadata, data: bytes | memoryview, start: int,
@@ -424,7 +491,8 @@ class UnifiedLog:
                 return self._view(sweep, start, end), max(max_bytes, first)
             data = bytes(data) + self._range(md, start + len(data), end)
             self._drop_sweep()
-            self._sweep = _Sweep(md, start, self._chunk(max_bytes), deque([(start, end, data)]), issued_to=end)
+            self._sweep = _Sweep(md, start, self._chunk(max_bytes), deque([(start, end, data)]), issued_to=end,
+                                 buffers=self._buffers)
         return data, max(max_bytes, first)
 
     def _consumed(self, md: RemoteLogSegmentMetadata, position: int, next_offset: int) -> None:
@@ -509,6 +577,7 @@ class UnifiedLog:
     def close(self) -> None:
         self._drop_sweep()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._buffers.clear()
 
     def __enter__(self) -> "UnifiedLog":
         return self

@@ -65,6 +65,11 @@ class CountingRemoteStorageManager:
                 outer.requests += bool(data)
                 return data
 
+            def readinto(self, b):
+                n = stream.readinto(b)
+                outer.requests += bool(n)
+                return n
+
             def __enter__(self):
                 return self
 

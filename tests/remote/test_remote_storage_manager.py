@@ -146,6 +146,15 @@ def read_all(stream, chunk: int | None = None) -> bytes:
         return b"".join(parts)
 
 
+def read_into_all(stream, chunk: int) -> bytes:
+    """The stream read with ``readinto`` into one reused buffer of ``chunk`` bytes."""
+    buf, parts = bytearray(chunk), []
+    with stream:
+        while n := stream.readinto(buf):
+            parts.append(bytes(buf[:n]))
+    return b"".join(parts)
+
+
 # ------------------------------------------------------------------------------ tests
 
 def test_copy_writes_localtieredstorage_layout_and_everything_reads_back_byte_equal(segments, store):
@@ -164,9 +173,22 @@ def test_copy_writes_localtieredstorage_layout_and_everything_reads_back_byte_eq
         log = local[".log"]
         assert read_all(rsm.fetch_log_segment(md, 0)) == log
         assert read_all(rsm.fetch_log_segment(md, 0), chunk=997) == log
+        assert read_into_all(rsm.fetch_log_segment(md, 0), 1000) == log
         for start, end in [(0, 0), (1, 61), (len(log) // 3, len(log) // 2), (len(log) - 1, None),
                            (len(log) - 70, len(log) - 1), (len(log), None)]:
-            assert read_all(rsm.fetch_log_segment(md, start, end)) == log[start:None if end is None else end + 1]
+            want = log[start:None if end is None else end + 1]
+            assert read_all(rsm.fetch_log_segment(md, start, end)) == want
+            # straight into a buffer larger than the range: the range's bytes, then 0 at its end
+            assert read_into_all(rsm.fetch_log_segment(md, start, end), len(log) + 10) == want
+        # streams of one object (on S3 they share its open file) read in turns, by read and
+        # readinto, each from its own position
+        with rsm.fetch_log_segment(md, 0) as a, rsm.fetch_log_segment(md, 500) as b:
+            buf = bytearray(100)
+            assert a.readinto(buf) == 100 and bytes(buf) == log[:100]
+            assert b.read(100) == log[500:600]
+            assert a.read(50) == log[100:150]
+            assert b.readinto(buf) == 100 and bytes(buf) == log[600:700]
+            assert a.readinto(memoryview(buf)[10:30]) == 20 and bytes(buf[10:30]) == log[150:170]
         for index_type, suffix in [(IndexType.OFFSET, ".index"), (IndexType.TIMESTAMP, ".timeindex"),
                                    (IndexType.PRODUCER_SNAPSHOT, ".snapshot"),
                                    (IndexType.LEADER_EPOCH, ".leader_epoch_checkpoint")]:
@@ -274,6 +296,10 @@ def test_s3_store_going_away_mid_copy_and_mid_read_names_segment_and_store(segme
     seaweedfs.stop()
     with pytest.raises(RetriableRemoteStorageError) as e:
         stream.read()
+    text = str(e.value)
+    assert "tieredTopic-0" in text and f"s3://{root}" in text and "at byte 100" in text
+    with pytest.raises(RetriableRemoteStorageError) as e:
+        stream.readinto(bytearray(64))
     text = str(e.value)
     assert "tieredTopic-0" in text and f"s3://{root}" in text and "at byte 100" in text
     with pytest.raises(RemoteStorageError) as e:

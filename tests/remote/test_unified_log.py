@@ -10,7 +10,8 @@ away fails a read naming the segment and the store, and local data is untouched.
 that straddle the chunks read ahead return what a single read of their offset returns; the reads
 ahead cover each segment once, in aligned chunks, never past its end; a store failing while reads
 are in flight ahead fails the sweep naming segment and store, which then resumes whole; a segment
-deleted after it was read (its object kept open) fails as a missing object."""
+deleted after it was read (its object kept open) fails as a missing object; reads ahead land in a
+few kept buffers, reused without a read still running writing into one handed on."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import importlib.util
 import os
 import random
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -458,5 +460,59 @@ def test_a_segment_deleted_after_it_was_read_fails_as_not_found(source, seaweedf
             with pytest.raises(RemoteResourceNotFoundError) as info:
                 ulog.read(md.start_offset + 5, max_bytes=2000)
     assert f"offsets {md.start_offset}-{md.end_offset}" in str(info.value) and seaweedfs.bucket in str(info.value)
+    cache.close()
+    rlmm.close()
+
+
+class BufferRecordingRemoteStorageManager(RecordingRemoteStorageManager):
+    """The real RSM, recording every ranged read and the buffer each ``readinto`` lands in
+    (instrumentation, not a mock); fault injection: each ``readinto`` waits up to ``delay``
+    seconds (at random) before it reads, so that reads ahead are still running, and finish out of
+    order, when a sweep is dropped."""
+
+    def __init__(self, configs: dict, delay: float = 0.0) -> None:
+        super().__init__(configs)
+        self.buffers: list[object] = []
+        self.delay = delay
+        self.rnd = random.Random(7)
+
+    def fetch_log_segment(self, metadata, start_position, end_position=None):
+        stream = super().fetch_log_segment(metadata, start_position, end_position)
+        into = stream.readinto
+
+        def readinto(b):
+            self.buffers.append(memoryview(b).obj)
+            time.sleep(self.rnd.uniform(0, self.delay))
+            return into(b)
+
+        stream.readinto = readinto
+        return stream
+
+
+def test_reads_ahead_land_in_kept_buffers_reused_safely_over_jumps_and_sweeps(source, store, tmp_path):
+    """Reads ahead land in buffers the UnifiedLog keeps and reuses (a new buffer per read has its
+    pages faulted in every time): over sweeps and random jumps that drop a sweep with reads still
+    in flight, every fetch returns what a fetch of its offset alone returns (a buffer handed to a
+    new read while an old one still writes into it, or to two reads at once, shows as wrong rows),
+    and the reads land in a few buffers, many times each."""
+    _, bounds, _, _, _ = source
+    log, rlmm, plain, mds = _tier(source, tmp_path, store)
+    rsm = BufferRecordingRemoteStorageManager(store, delay=0.01)
+    cache = RemoteIndexCache(plain, tmp_path / "data")
+    local_start = bounds[TIERED][0]
+    rnd = random.Random(23)
+    read_ahead, offset, jumps = 3, 0, 0
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=read_ahead, chunk_bytes=3000) as ulog, \
+            UnifiedLog(log, TIP, rlmm, plain, cache, read_ahead=0) as alone:
+        for _ in range(300):
+            if rnd.random() < 0.1:
+                offset, jumps = rnd.randrange(local_start), jumps + 1
+            r = ulog.fetch(offset, max_bytes=2500)
+            single = alone.fetch(offset, max_bytes=2500)
+            assert r.table.equals(single.table) and r.next_offset == single.next_offset, offset
+            offset = r.next_offset if r.next_offset < local_start else 0
+    distinct = len({id(b) for b in rsm.buffers})
+    assert jumps > 10 and len(rsm.buffers) > 150, (jumps, len(rsm.buffers))
+    assert distinct <= 3 * (read_ahead + 2) and len(rsm.buffers) > 10 * distinct, (distinct, len(rsm.buffers))
     cache.close()
     rlmm.close()
