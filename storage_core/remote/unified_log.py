@@ -183,7 +183,7 @@ class UnifiedLog:
     caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes`` ahead
     (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB) on ``threads``
     threads; their buffers, at most ``read_ahead + 2`` chunks, are kept for the next sweep until
-    ``close``. Fetches are serialized (one sweep at a time); safe to call from several threads."""
+    ``close``. Remote fetches take turns (one sweep at a time)."""
 
     def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
                  cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4,
