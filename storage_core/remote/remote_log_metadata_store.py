@@ -49,7 +49,7 @@ from .metadata_serde import deserialize, serialize
 from .remote_log_metadata_cache import RemoteLogMetadataCache, RemotePartitionMetadataStore
 from .storage_manager import (UPLOADS_DIR_NAME, PyArrowRemoteStorageManager, describe_segment, open_store,
                               partition_dir_name)
-from .storage_manager import _storage_error as storage_error
+from .remote_input_stream import storage_error
 
 logger = logging.getLogger(__name__)
 

@@ -46,10 +46,10 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 import pyarrow as pa
@@ -57,14 +57,10 @@ import pyarrow.fs as pafs
 
 from ..checkpoint import topic_id_to_str
 from ..data_files import open_data_file
-from ..errors import InvalidConfigError
+from ..errors import InvalidConfigError, RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError
 from ..log import filename_prefix
 from .metadata import RemoteLogSegmentMetadata, TopicIdPartition
-from ..errors import (RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError,
-                            RetriableRemoteStorageError)
-
-if TYPE_CHECKING:
-    from _typeshed import WriteableBuffer    # io.RawIOBase.readinto's parameter type
+from .remote_input_stream import RemoteInputStream, storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -330,95 +326,6 @@ def _open_s3(configs: Mapping[str, object], parts: SplitResult, uri: str) -> tup
     return fs, root, name
 
 
-# ------------------------------------------------------------------------------------- streams
-
-class RemoteInputStream(io.RawIOBase):
-    """Bytes ``[start, end)`` of one object, read with ranged reads; a failure names the segment,
-    the object and the store. Reading everything at once is one request. With ``reopen`` the
-    file is shared (closing the stream leaves it open) and a failed read is tried once more on
-    the file ``reopen`` opens (the stream's own)."""
-
-    def __init__(self, file: pa.NativeFile, start: int, end: int, what: str,
-                 reopen: Callable[[], pa.NativeFile] | None = None) -> None:
-        super().__init__()
-        self._file, self._pos, self._end, self._what, self._reopen = file, start, end, what, reopen
-        self._shared = reopen is not None
-
-    def readable(self) -> bool:
-        return True
-
-    def _read(self, n: int, read: Callable[[pa.NativeFile], bytes | int]) -> bytes | int:
-        """``read(file)``: ``n`` bytes at the position, as bytes or a count read into a buffer;
-        a shared file that fails (or ends early) is reopened and read once more."""
-        try:
-            got = read(self._file)
-        except OSError as e:
-            if self._reopen is None:
-                raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
-            got = 0
-        if not got and n and self._reopen is not None:
-            reopen, self._reopen = self._reopen, None
-            try:
-                self._file = reopen()
-            except OSError as e:        # a deleted object, a store gone away: as a fresh read fails
-                raise _storage_error(f"Reading {self._what} at byte {self._pos}", e) from e
-            self._shared = False        # the stream's own from now on
-            return self._read(n, read)
-        if not got and n:
-            raise RemoteStorageError(f"Reading {self._what} at byte {self._pos}: the object ends before byte "
-                                     f"{self._end} (truncated or replaced)")
-        self._pos += got if isinstance(got, int) else len(got)
-        return got
-
-    def _read_at(self, n: int) -> bytes:
-        return self._read(n, lambda f: f.read_at(n, self._pos))     # type: ignore[return-value]
-
-    def readinto(self, b: WriteableBuffer) -> int:
-        """Straight into ``b`` (one ranged read, no copy): a stream over the range, independent
-        of the shared file's position."""
-        out = memoryview(b).cast("B")
-        n = min(len(out), self._end - self._pos)
-        if n <= 0:
-            return 0
-        return self._read(n, lambda f: f.get_stream(self._pos, n).readinto(out[:n]))   # type: ignore[return-value]
-
-    def read(self, size: int | None = -1) -> bytes:
-        """One ranged read's bytes as they are (``RawIOBase.read`` copies them twice)."""
-        return self.readall() if size is None or size < 0 else self._read_at(min(size, self._end - self._pos))
-
-    def readall(self) -> bytes:
-        parts = []
-        while self._pos < self._end:
-            parts.append(self._read_at(min(self._end - self._pos, 1 << 30)))
-        return b"".join(parts)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                if not self._shared:
-                    self._file.close()
-            finally:
-                super().close()
-
-
-def _storage_error(what: str, e: BaseException) -> RemoteStorageError:
-    """pyarrow raises OSError for everything; a missing object is FileNotFoundError (or an S3
-    NoSuchKey / 404), a store that does not answer is worth a retry."""
-    text = str(e)
-    if isinstance(e, FileNotFoundError) or "NoSuchKey" in text or "Path does not exist" in text \
-            or "response code 404" in text:
-        return RemoteResourceNotFoundError(f"{what}: not found ({text})")
-    lowered = text.lower()
-    if isinstance(e, (ConnectionError, TimeoutError)) or any(
-            s in lowered for s in ("couldn't connect", "connection refused", "curlcode: 7", "timed out",
-                                   "timeout", "network", "connection reset", "unable to connect")):
-        return RetriableRemoteStorageError(f"{what}: the store did not answer ({text})")
-    return RemoteStorageError(f"{what}: {text}")
-
-
 # ------------------------------------------------------------------------------------- manager
 
 class PyArrowRemoteStorageManager:
@@ -483,7 +390,7 @@ class PyArrowRemoteStorageManager:
         try:
             self.filesystem.create_dir(path, recursive=True)
         except OSError as e:
-            raise _storage_error(f"Creating {path} in {self.store}", e) from e
+            raise storage_error(f"Creating {path} in {self.store}", e) from e
 
     # ---------------------------------------------------------------------------------- copy
 
@@ -532,7 +439,7 @@ class PyArrowRemoteStorageManager:
             self.filesystem.move(temp, final)
         except OSError as e:
             self._delete_quietly(temp)
-            raise _storage_error(f"{what}: object {final}", e) from e
+            raise storage_error(f"{what}: object {final}", e) from e
         except BaseException:
             self._delete_quietly(temp)
             raise
@@ -574,7 +481,7 @@ class PyArrowRemoteStorageManager:
         try:
             return self.filesystem.open_input_file(path)
         except OSError as e:
-            raise _storage_error(f"Fetching {what}", e) from e
+            raise storage_error(f"Fetching {what}", e) from e
 
     def _segment_file(self, path: str, what: str) -> pa.NativeFile:
         """The shared open file of a segment object (opened, one request, on its first read).
@@ -608,7 +515,7 @@ class PyArrowRemoteStorageManager:
             file = self.filesystem.open_input_file(path)
             size = file.size()
         except OSError as e:
-            error = _storage_error(f"Fetching {what}", e)
+            error = storage_error(f"Fetching {what}", e)
             if isinstance(error, RemoteResourceNotFoundError):
                 raise RemoteResourceNotFoundError(
                     f"Index file for type: {index_type.name} not found for {describe_segment(metadata)}: "
@@ -638,7 +545,7 @@ class PyArrowRemoteStorageManager:
             except FileNotFoundError:
                 pass
             except OSError as e:
-                error = _storage_error(f"{what}: object {path}", e)
+                error = storage_error(f"{what}: object {path}", e)
                 if not isinstance(error, RemoteResourceNotFoundError):
                     raise error from e
         prefix = segment_file_name(metadata, RemoteLogSegmentFileType.SEGMENT)[:-len(".log")] + "."
@@ -649,7 +556,7 @@ class PyArrowRemoteStorageManager:
                 if info.type == pafs.FileType.File and info.base_name.startswith(prefix):
                     self._delete_quietly(info.path)
         except OSError as e:
-            raise _storage_error(f"{what}: listing {self._upload_dir(metadata)}", e) from e
+            raise storage_error(f"{what}: listing {self._upload_dir(metadata)}", e) from e
         # a copy killed before its first object leaves no partition directory to sync
         if self._local and os.path.isdir(self.partition_path(metadata.topic_id_partition)):
             _fsync_dir(self.partition_path(metadata.topic_id_partition))

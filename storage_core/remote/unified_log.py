@@ -182,7 +182,8 @@ class UnifiedLog:
     span both tiers; closing closes the thread pool (the log, RLMM, RSM and cache are the
     caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes`` ahead
     (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB) on ``threads``
-    threads."""
+    threads; their buffers, at most ``read_ahead + 2`` chunks, are kept for the next sweep until
+    ``close``. Remote fetches take turns (one sweep at a time)."""
 
     def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
                  cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4,
