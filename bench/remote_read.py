@@ -15,6 +15,10 @@ for the same bytes, in the same run, with the local-tier sweep beside it.
   ``--threads``, so that fewer reads ahead on the remote side are not compared with a store
   side slowed by the same choice. The goal is measured against the fastest store side.
 * local: ``Log.fetch`` of the same offsets from an untiered copy of the log (page cache warm).
+* store+local: the store side and the local sweep at once (the store's reads on their threads,
+  the local sweep in the main thread): the store's own reads plus the decoding a sweep does, with
+  nothing joining them, sharing the same cores as the remote sweep's reads and decoding do. Its
+  rate over the store's is what a reader that decodes what it reads can expect on these cores.
 
 MB/s are the ``.log`` bytes of the tiered segments over the wall time. Best of ``--repeat``, the
 sides alternating. Beside it, CPU seconds per GiB swept (mean over the repeats): the client's
@@ -174,6 +178,14 @@ def store_sweep(rsm: PyArrowRemoteStorageManager, mds, chunk: int, threads: int,
     return total
 
 
+def at_once(background, foreground):
+    """``(background(), foreground())``, the first on a thread of its own while the second runs."""
+    with ThreadPoolExecutor(1) as one:
+        first = one.submit(background)
+        second = foreground()
+        return first.result(), second
+
+
 def server_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
     try:
@@ -232,7 +244,7 @@ def main() -> None:
             cache.get_index_entry(md)                       # warm
         chunk = args.chunk_bytes or read_ahead_chunk(args.max_bytes)
         extra = [int(n) for n in args.store_threads.split(",") if n.strip() and int(n) != args.threads]
-        sides = ("remote", "store", *(f"store-{n}t" for n in extra), "store-4m", "local")
+        sides = ("remote", "store", *(f"store-{n}t" for n in extra), "store-4m", "local", "store+local")
         best = dict.fromkeys(sides, float("inf"))
         cpu = {k: [0.0, 0.0] for k in sides}              # client, server CPU seconds over the repeats
         pid = server.proc.pid
@@ -262,21 +274,28 @@ def main() -> None:
                 rows, *t = timed(lambda: sweep(local, 0, local_start, args.max_bytes), pid)
                 account("local", *t)
                 check_count("local sweep", rows, local_start, "records")
+                (got, rows), *t = timed(lambda: at_once(lambda: store_sweep(rsm, mds, chunk, args.threads),
+                                                        lambda: sweep(local, 0, local_start, args.max_bytes)), pid)
+                account("store+local", *t)
+                check_count("store+local: store sweep", got, remote_bytes, "bytes")
+                check_count("store+local: local sweep", rows, local_start, "records")
         cache.close()
         rlmm.close()
         rate = {k: remote_bytes / MiB / v for k, v in best.items()}
         print(f"max_bytes {args.max_bytes}, {args.threads} threads, read-ahead {args.read_ahead} chunks of "
               f"{chunk} bytes, best of {args.repeat}")
         gib = remote_bytes / (1 << 30) * args.repeat
-        print(f"{'':8s} {'MB/s':>8s}  {'best s':>7s}  CPU s/GiB: client  server   sum")
+        print(f"{'':11s} {'MB/s':>8s}  {'best s':>7s}  CPU s/GiB: client  server   sum")
         for k in sides:
             client, srv = cpu[k][0] / gib, cpu[k][1] / gib
-            print(f"{k:8s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s  {client:17.2f}  {srv:6.2f}  {client + srv:4.2f}")
-        store = max(rate[k] for k in sides if k.startswith("store"))
+            print(f"{k:11s} {rate[k]:8.0f} MB/s  {best[k]:7.2f} s  {client:17.2f}  {srv:6.2f}  {client + srv:4.2f}")
+        store = max(rate[k] for k in sides if k.startswith("store") and k != "store+local")
         ratio = rate["remote"] / store
         print(f"remote / store = {ratio:.2f}x (goal >= 0.8x: {'met' if ratio >= 0.8 else 'missed'}; against the "
               f"fastest store side); remote / store-4m = {rate['remote'] / rate['store-4m']:.2f}x; "
               f"remote / local = {rate['remote'] / rate['local']:.2f}x")
+        print(f"store+local / store = {rate['store+local'] / store:.2f}x (the store's reads and a local sweep's "
+              f"decoding of the same bytes at once, nothing joining them)")
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)

