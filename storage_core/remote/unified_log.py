@@ -126,11 +126,16 @@ class _Sweep:
     def drop_before(self, position: int) -> None:
         """Forget the pieces that end at or before ``position`` (returned already)."""
         while self.pieces and self.pieces[0][1] <= position:
-            _, _, data = self.pieces.popleft()
-            if isinstance(data, Future):
-                data.cancel()
-                if self.buffers is not None:
-                    self.buffers.recycle(data)
+            _let_go(self.pieces.popleft()[2], self.buffers)
+
+
+def _let_go(data: "Future[memoryview] | bytes", buffers: _Buffers | None) -> None:
+    """A piece the sweep is done with: its read cancelled if it has not begun, its buffer given
+    back once the read is done."""
+    if isinstance(data, Future):
+        data.cancel()
+        if buffers is not None:
+            buffers.recycle(data)
 
 
 def read_ahead_chunk(max_bytes: int) -> int:
@@ -141,10 +146,7 @@ def read_ahead_chunk(max_bytes: int) -> int:
 def _cancel(sweep: _Sweep) -> None:
     """Cancel the reads issued ahead that have not started (those running finish unused)."""
     for _, _, data in sweep.pieces:
-        if isinstance(data, Future):
-            data.cancel()
-            if sweep.buffers is not None:
-                sweep.buffers.recycle(data)
+        _let_go(data, sweep.buffers)
     sweep.pieces.clear()                        # each buffer given back once
     if sweep.following is not None:
         _cancel(sweep.following)
