@@ -21,8 +21,9 @@ whole batch and issues the next ranged reads ahead, in parallel on a small threa
 the chunk size in the object (whatever offset the sweep began at: the store serves the same
 aligned ranges), several fetches long, so that most fetches lie in one chunk and decode a slice
 of it without a copy; only a fetch that straddles two chunks joins its bytes. The chunks land in
-buffers the ``UnifiedLog`` keeps and reuses (``_Buffers``): a buffer goes back once the sweep has
-moved past its chunk and its read is done.
+kept buffers, reused (``_Buffers``, one pool for the process, so that what is kept between sweeps
+is bounded however many logs are open): a buffer goes back once the sweep has moved past its
+chunk and its read is done.
 """
 
 from __future__ import annotations
@@ -63,21 +64,47 @@ _Piece = tuple[int, int, "Future[memoryview] | bytes"]
 
 
 class _Buffers:
-    """The chunk buffers reads ahead land in, reused from sweep to sweep: a new ``bytes`` per
-    read is memory the allocator hands back to the system once freed (chunks of megabytes), so
-    the client faults in every page of every chunk again (about a tenth of a sweep's CPU).
-    At most ``limit`` kept; thread-safe (reads take, the sweep gives back)."""
+    """The chunk buffers reads ahead land in, kept and reused: a new ``bytes`` per read is memory
+    the allocator hands back to the system once freed (chunks of megabytes), so the client
+    faults in every page of every chunk again (about a tenth of a sweep's CPU).
 
-    def __init__(self, limit: int) -> None:
+    One pool for every ``UnifiedLog`` of the process (``_BUFFERS``), so that the memory kept
+    between sweeps is bounded however many logs are open: a buffer a read holds is its sweep's
+    (at most ``read_ahead + 2`` a sweep); the buffers no read holds are kept up to the largest
+    need of an open log (``(read_ahead + 2) x chunk``), and let go when the last log closes.
+    Thread-safe (reads take, sweeps give back, logs open and close)."""
+
+    def __init__(self) -> None:
         self._free: list[bytearray] = []
-        self._limit = limit
+        self._held = 0                          # bytes in _free
+        self._needs: list[int] = []             # of each open log
         self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """Bytes kept that no read holds."""
+        return self._held
+
+    @property
+    def limit(self) -> int:
+        return max(self._needs, default=0)
+
+    def open(self, need: int) -> None:
+        with self._lock:
+            self._needs.append(need)
+
+    def close(self, need: int) -> None:
+        with self._lock:
+            self._needs.remove(need)
+            while self._free and self._held > self.limit:
+                self._held -= len(self._free.pop(0))
 
     def take(self, n: int, size: int) -> memoryview:
         """``n`` bytes of a kept buffer, or of a new one of ``size`` (>= ``n``) bytes."""
         with self._lock:
             while self._free:
                 buf = self._free.pop()
+                self._held -= len(buf)
                 if len(buf) >= n:
                     return memoryview(buf)[:n]
         return memoryview(bytearray(max(n, size)))[:n]
@@ -85,8 +112,10 @@ class _Buffers:
     def give(self, view: memoryview) -> None:
         with self._lock:
             buf = view.obj
-            if len(self._free) < self._limit and not any(b is buf for b in self._free):
-                self._free.append(buf)          # type: ignore[arg-type]
+            assert isinstance(buf, bytearray)
+            if self._held + len(buf) <= self.limit and not any(b is buf for b in self._free):
+                self._free.append(buf)
+                self._held += len(buf)
 
     def recycle(self, read: "Future[memoryview]") -> None:
         """Give the buffer of ``read`` back once it is done (a read still running writes into
@@ -96,9 +125,8 @@ class _Buffers:
                 self.give(f.result())
         read.add_done_callback(done)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._free.clear()
+
+_BUFFERS = _Buffers()
 
 
 @dataclass
@@ -184,8 +212,10 @@ class UnifiedLog:
     span both tiers; closing closes the thread pool (the log, RLMM, RSM and cache are the
     caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes`` ahead
     (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB) on ``threads``
-    threads; their buffers, at most ``read_ahead + 2`` chunks, are kept for the next sweep until
-    ``close``. Remote fetches take turns (one sweep at a time)."""
+    threads, each into a buffer of a chunk; between sweeps the buffers are kept in one pool for the
+    process, up to the largest need of an open ``UnifiedLog`` (``read_ahead + 2`` chunks: 80 MiB
+    at the defaults), whatever the number of logs, and let go when the last one closes. Remote
+    fetches take turns (one sweep at a time)."""
 
     def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
                  cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4,
@@ -196,11 +226,15 @@ class UnifiedLog:
         self.read_ahead = read_ahead
         self.chunk_bytes = chunk_bytes
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
-        self._buffers = _Buffers(read_ahead + 2)     # the reads ahead of a sweep (and of the next segment)
+        self._buffers = _BUFFERS
+        # the buffers of a sweep's reads ahead (and of the next segment's first ones)
+        self._buffer_need = (read_ahead + 2) * (chunk_bytes or MAX_CHUNK)
+        self._buffers.open(self._buffer_need)
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
         self._next_offset = -1                   # where the last remote fetch said to go on
         self._described: tuple[RemoteLogSegmentId, str] | None = None
+        self._closed = False
 
     # ------------------------------------------------------------------------------ offsets
 
@@ -580,7 +614,9 @@ class UnifiedLog:
     def close(self) -> None:
         self._drop_sweep()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._buffers.clear()
+        if not self._closed:
+            self._closed = True
+            self._buffers.close(self._buffer_need)
 
     def __enter__(self) -> "UnifiedLog":
         return self

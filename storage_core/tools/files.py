@@ -26,10 +26,8 @@ from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from ..data_files import open_data_file
 from ..errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from ..format import BatchInfo, LogInputStream, Record, decode_run, decompress, legacy
-from ..format.log_input_stream import (batch_payload, default_max_decompressed,
-                                       max_batch_read_size, max_records_per_batch,
-                                       too_many_records)
-from ..format.record_batch import decode_record
+from ..format.log_input_stream import batch_records as v2_batch_records
+from ..format.log_input_stream import default_max_decompressed, max_batch_read_size
 from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, index_oversized
 from ..log import offset_from_filename
 
@@ -119,7 +117,7 @@ def batch_records(buf: Any, b: BatchInfo) -> list[RecordWithCrc]:
     holds; v2 records with ``None``."""
     limit = default_max_decompressed()
     if b.magic >= 2:
-        return [(r, None, None) for r in _v2_records(buf, b, limit)]
+        return [(r, None, None) for r in v2_batch_records(buf, b, max_decompressed=limit, verify=False)]
     e = b.entry
     assert e is not None                                # a v0/v1 message
     records = legacy.deep_records(e, max_decompressed=limit)
@@ -134,34 +132,6 @@ def batch_records(buf: Any, b: BatchInfo) -> list[RecordWithCrc]:
             crcs.append((m.crc, legacy_crc_ok(inner, pos, stop, m.crc)))
             pos = stop
     return [(r, crc, ok) for r, (crc, ok) in zip(records, crcs)]
-
-
-def _v2_records(buf: Any, b: BatchInfo, limit: int) -> list[Record]:
-    h = b.header
-    assert h is not None                                # a v2 batch
-    if h.records_count > max_records_per_batch(limit):
-        raise too_many_records(h.records_count, limit, position=b.position, offset=h.base_offset)
-    try:
-        payload = batch_payload(buf, b, max_decompressed=limit)
-    except CorruptRecordError as e:
-        raise CorruptRecordError(f"compressed batch: {e.reason}", position=b.position,
-                                 offset=h.base_offset) from e
-    out = []
-    pos = 0
-    for i in range(h.records_count):
-        if pos >= len(payload):
-            raise CorruptRecordError(f"Got premature EOF after {i} of {h.records_count} "
-                                     f"records", position=b.position, offset=h.base_offset)
-        try:
-            rec, pos = decode_record(payload, pos, h)
-        except CorruptRecordError as e:
-            raise CorruptRecordError(f"record {i}: {e.reason}", position=b.position,
-                                     offset=h.base_offset) from e
-        out.append(rec)
-    if pos != len(payload):
-        raise CorruptRecordError("Incorrect declared batch size, records still remaining in "
-                                 "file", position=b.position, offset=h.base_offset)
-    return out
 
 
 def max_record_timestamp(records: list[RecordWithCrc]) -> int:

@@ -32,7 +32,8 @@ for ``--print-data-log`` only.
 
 Beyond the checklist: Kafka's stderr reports (index mismatches, time-index mismatch / out of
 order / not found, non-consecutive offsets, trailing invalid bytes, unknown files, corrupt
-snapshots), ``.txnindex`` and ``.snapshot`` lines, ``--skip-record-metadata``, ``--json``; dumps
+snapshots), a batch whose CRC is bad dumped with its records, ``.txnindex`` and ``.snapshot``
+lines, ``--skip-record-metadata``, ``--json``; dumps
 of real broker files from the shared fixtures with their exact lines; ``describe`` on a copy of a
 real partition and on a kafkalog-written data dir (nothing modified); ``verify`` naming the file
 and position of a corruption injected in each kind of file; ``recover`` truncating a torn tail
@@ -272,6 +273,34 @@ def test_print_data_log(data_log) -> None:
     assert plain.returncode == 0
     assert not any(line.startswith("|") for line in plain.stdout.splitlines())
     assert "payload:" not in plain.stdout and plain.stdout.count("baseOffset:") == len(batches)
+
+
+def test_a_batch_whose_crc_is_bad_is_dumped_with_its_records(meta_log: Path, tmp_path: Path) -> None:
+    """[DumpLogSegments, RecordBatch iteration without ensureValid] a v2 batch whose stored CRC
+    does not hold is printed ``isvalid: false`` with its records (plain and gzip), the batches
+    around it as they were: the dump is how a damaged batch is looked at."""
+    path = tmp_path / f"{SEG}.log"
+    shutil.copy(meta_log, path)
+    raw, infos = shallow(path)
+    before = kafkalog("dump", "--print-data-log", "--files", path)
+    assert before.returncode == 0, before.stderr
+    data = bytearray(raw)
+    crc_at = 8 + 4 + 4 + 1                               # baseOffset, length, leader epoch, magic
+    for info in infos[:2]:                              # the plain batch and the gzip one
+        data[info.position + crc_at] ^= 0xFF
+    path.write_bytes(data)
+    after = kafkalog("dump", "--print-data-log", "--files", path)
+    assert after.returncode == 0, after.stderr
+    old, new = before.stdout.splitlines(), after.stdout.splitlines()
+    assert len(old) == len(new)
+    changed = [(a, b) for a, b in zip(old, new) if a != b]
+    assert len(changed) == 2                            # the two batch lines, nothing else
+    for (a, b), info in zip(changed, infos[:2]):
+        assert a.endswith("isvalid: true") and b.endswith("isvalid: false"), b
+        assert fields(b)["crc"] == str(info.v2_header.crc ^ (0xFF << 24))
+        assert fields(b)["baseOffset"] == str(info.v2_header.base_offset)
+    records = [line for line in new if line.startswith("| offset: ")]
+    assert [r.rsplit(" payload: ", 1)[-1] for r in records[:4]] == ["a", "b", "1", "d"]
 
 
 def test_max_bytes_prints_only_the_batches_that_fit(data_log) -> None:

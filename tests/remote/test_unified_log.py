@@ -15,6 +15,7 @@ few kept buffers, reused without a read still running writing into one handed on
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import random
@@ -32,6 +33,7 @@ from storage_core.errors import OffsetOutOfRangeError, RemoteResourceNotFoundErr
 from storage_core.format import RecordInput as Record, build_batch
 from storage_core.log import Log, segment_paths
 from storage_core.producer import snapshot_path
+from storage_core.remote import unified_log
 from storage_core.remote import (LogSegmentData, PyArrowRemoteStorageManager, RemoteIndexCache, RemoteLogSegmentId,
                                  RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
                                  TopicBasedRemoteLogMetadataManager, TopicIdPartition, UnifiedLog)
@@ -516,3 +518,41 @@ def test_reads_ahead_land_in_kept_buffers_reused_safely_over_jumps_and_sweeps(so
     assert distinct <= 3 * (read_ahead + 2) and len(rsm.buffers) > 10 * distinct, (distinct, len(rsm.buffers))
     cache.close()
     rlmm.close()
+
+
+def test_logs_kept_open_share_one_pool_of_kept_buffers_bounded_by_one_logs_need(source, store, tmp_path):
+    """The buffers kept between sweeps are one pool for the process: four UnifiedLogs kept open,
+    sweeping in turn, read into the buffers the first one's sweep used (a pool per log keeps a
+    set per open log: memory growing with the number of logs), the pool never holds more than one
+    log's need (``read_ahead + 2`` chunks) while they are open, and lets it go when the last one
+    closes. Every sweep returns every record below the local log."""
+    _, bounds, _, _, _ = source
+    log, rlmm, plain, mds = _tier(source, tmp_path, store)
+    rsm = BufferRecordingRemoteStorageManager(store)
+    cache = RemoteIndexCache(plain, tmp_path / "data")
+    local_start = bounds[TIERED][0]
+    read_ahead, chunk = 3, 3000
+    pool = unified_log._BUFFERS
+    held_before = pool.held
+    reads = []
+    with log, contextlib.ExitStack() as stack:
+        ulogs = [stack.enter_context(UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=read_ahead, chunk_bytes=chunk))
+                 for _ in range(4)]
+        for ulog in ulogs:
+            seen, offsets, offset = len(rsm.buffers), [], 0
+            while offset < local_start:
+                r = ulog.fetch(offset, max_bytes=2500, max_offset=local_start)
+                offsets.extend(r.table.column("offset").to_pylist())
+                offset = r.next_offset
+            assert offsets[0] == 0 and offsets[-1] == local_start - 1 and offsets == sorted(set(offsets))
+            reads.append(rsm.buffers[seen:])
+            assert len(reads[-1]) > 20                      # it read ahead, into kept buffers
+            assert pool.held <= max(held_before, (read_ahead + 2) * chunk), pool.held
+        assert pool.held > held_before                      # kept for the next sweep while open
+    first = {id(b) for b in reads[0]}
+    every = {id(b) for r in reads for b in r}
+    assert len(first) >= read_ahead and len(every) < 2 * len(first), (len(first), len(every))
+    assert pool.held == held_before                         # let go with the last log
+    cache.close()
+    rlmm.close()
+
