@@ -69,9 +69,10 @@ class _Buffers:
     faults in every page of every chunk again (about a tenth of a sweep's CPU).
 
     One pool for every ``UnifiedLog`` of the process (``_BUFFERS``), so that the memory kept
-    between sweeps is bounded however many logs are open: a buffer a read holds is its sweep's
-    (at most ``read_ahead + 2`` a sweep); the buffers no read holds are kept up to the largest
-    need of an open log (``(read_ahead + 2) x chunk``), and let go when the last log closes.
+    between sweeps is bounded however many logs are open: a buffer is its read's until the read is
+    done and its sweep past it (a sweep's reads ahead are bounded by ``read_ahead``); the buffers
+    no read holds are kept up to the largest need of an open log (``(read_ahead + 2) x chunk``),
+    and let go when the last log closes.
     Thread-safe (reads take, sweeps give back, logs open and close)."""
 
     def __init__(self) -> None:
