@@ -11,7 +11,9 @@ that straddle the chunks read ahead return what a single read of their offset re
 ahead cover each segment once, in aligned chunks, never past its end; a store failing while reads
 are in flight ahead fails the sweep naming segment and store, which then resumes whole; a segment
 deleted after it was read (its object kept open) fails as a missing object; reads ahead land in a
-few kept buffers, reused without a read still running writing into one handed on."""
+few kept buffers, reused without a read still running writing into one handed on; the kept
+buffers are one pool for every open UnifiedLog, bounded by one log's need, shared safely by two
+logs sweeping at once."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import random
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -556,3 +559,36 @@ def test_logs_kept_open_share_one_pool_of_kept_buffers_bounded_by_one_logs_need(
     cache.close()
     rlmm.close()
 
+
+
+def test_two_logs_sweeping_at_once_hand_buffers_between_them_safely(source, store, tmp_path):
+    """Two UnifiedLogs sweeping at the same time on two threads, with random jumps that drop a
+    sweep while its reads (delayed at random, fault injection) still run, take buffers from and
+    give them back to the one pool: every fetch of either returns what a fetch of its offset alone
+    returns (a buffer handed to two reads at once, or to a read while another still writes into
+    it, shows as wrong rows)."""
+    _, bounds, _, _, _ = source
+    log, rlmm, plain, mds = _tier(source, tmp_path, store)
+    rsm = BufferRecordingRemoteStorageManager(store, delay=0.01)
+    cache = RemoteIndexCache(plain, tmp_path / "data")
+    local_start = bounds[TIERED][0]
+
+    def sweep(seed: int) -> int:
+        rnd, offset, fetches = random.Random(seed), 0, 0
+        with UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=3, chunk_bytes=3000) as ulog, \
+                UnifiedLog(log, TIP, rlmm, plain, cache, read_ahead=0) as alone:
+            for _ in range(150):
+                if rnd.random() < 0.1:
+                    offset = rnd.randrange(local_start)
+                r = ulog.fetch(offset, max_bytes=2500)
+                single = alone.fetch(offset, max_bytes=2500)
+                assert r.table.equals(single.table) and r.next_offset == single.next_offset, (seed, offset)
+                fetches += 1
+                offset = r.next_offset if r.next_offset < local_start else 0
+        return fetches
+
+    with log, ThreadPoolExecutor(2) as pool:
+        assert [f.result() for f in [pool.submit(sweep, seed) for seed in (31, 37)]] == [150, 150]
+    assert len(rsm.buffers) > 150 and len({id(b) for b in rsm.buffers}) < len(rsm.buffers) // 5
+    cache.close()
+    rlmm.close()
