@@ -560,7 +560,6 @@ def test_logs_kept_open_share_one_pool_of_kept_buffers_bounded_by_one_logs_need(
     rlmm.close()
 
 
-
 def test_two_logs_sweeping_at_once_hand_buffers_between_them_safely(source, store, tmp_path):
     """Two UnifiedLogs sweeping at the same time on two threads, with random jumps that drop a
     sweep while its reads (delayed at random, fault injection) still run, take buffers from and
