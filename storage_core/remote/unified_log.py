@@ -145,7 +145,6 @@ class _Sweep:
     # where a fetch that straddles pieces is joined, reused (decoding copies what it returns,
     # so no table keeps it): a fresh buffer per fetch would cost the allocator's page faults
     scratch: bytearray | None = None
-    buffers: _Buffers | None = None             # where the reads ahead land, and go back to
 
     def covers(self, md: RemoteLogSegmentMetadata, position: int) -> bool:
         """``position`` of segment ``md`` lies in the bytes read or issued (or just after)."""
@@ -155,16 +154,15 @@ class _Sweep:
     def drop_before(self, position: int) -> None:
         """Forget the pieces that end at or before ``position`` (returned already)."""
         while self.pieces and self.pieces[0][1] <= position:
-            _let_go(self.pieces.popleft()[2], self.buffers)
+            _let_go(self.pieces.popleft()[2])
 
 
-def _let_go(data: "Future[memoryview] | bytes", buffers: _Buffers | None) -> None:
+def _let_go(data: "Future[memoryview] | bytes") -> None:
     """A piece the sweep is done with: its read cancelled if it has not begun, its buffer given
     back once the read is done."""
     if isinstance(data, Future):
         data.cancel()
-        if buffers is not None:
-            buffers.recycle(data)
+        _BUFFERS.recycle(data)
 
 
 def read_ahead_chunk(max_bytes: int) -> int:
@@ -175,7 +173,7 @@ def read_ahead_chunk(max_bytes: int) -> int:
 def _cancel(sweep: _Sweep) -> None:
     """Cancel the reads issued ahead that have not started (those running finish unused)."""
     for _, _, data in sweep.pieces:
-        _let_go(data, sweep.buffers)
+        _let_go(data)
     sweep.pieces.clear()                        # each buffer given back once
     if sweep.following is not None:
         _cancel(sweep.following)
@@ -227,10 +225,9 @@ class UnifiedLog:
         self.read_ahead = read_ahead
         self.chunk_bytes = chunk_bytes
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
-        self._buffers = _BUFFERS
         # the buffers of a sweep's reads ahead (and of the next segment's first ones)
         self._buffer_need = (read_ahead + 2) * (chunk_bytes or MAX_CHUNK)
-        self._buffers.open(self._buffer_need)
+        _BUFFERS.open(self._buffer_need)
         self._sweep: _Sweep | None = None
         self._lock = threading.Lock()            # one sweep: remote fetches take turns
         self._next_offset = -1                   # where the last remote fetch said to go on
@@ -331,7 +328,7 @@ class UnifiedLog:
             if following is None or following.segment.remote_log_segment_id != md.remote_log_segment_id:
                 if following is not None:
                     _cancel(following)
-                following = _Sweep(md, 0, self._chunk(max_bytes), next_offset=offset, buffers=self._buffers)
+                following = _Sweep(md, 0, self._chunk(max_bytes), next_offset=offset)
             self._sweep = sweep = following
             sequential = True
         if sequential:
@@ -420,7 +417,7 @@ class UnifiedLog:
     def _range_into(self, md: RemoteLogSegmentMetadata, start: int, end: int, size: int) -> memoryview:
         """Bytes ``[start, end)`` of the segment's ``.log`` in a kept buffer (``size`` bytes if
         new): one ranged read straight into it."""
-        view = self._buffers.take(end - start, size)
+        view = _BUFFERS.take(end - start, size)
         try:
             with self.rsm.fetch_log_segment(md, start, end - 1) as stream:
                 got = 0
@@ -431,7 +428,7 @@ class UnifiedLog:
                                                  f"byte {end}")
                     got += n
         except BaseException:
-            self._buffers.give(view)
+            _BUFFERS.give(view)
             raise
         return view
 
@@ -452,8 +449,7 @@ class UnifiedLog:
             return self._view(sweep, position, want), position
         self._drop_sweep()
         data = self._range(md, position, want)
-        self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want,
-                             buffers=self._buffers)
+        self._sweep = _Sweep(md, position, self._chunk(max_bytes), deque([(position, want, data)]), issued_to=want)
         return data, position
 
     def _view(self, sweep: _Sweep, position: int, end: int) -> bytes | memoryview:
@@ -500,7 +496,7 @@ class UnifiedLog:
             md = self.remote_segment_for(after) if after < self.log.log_start_offset else None
             if md is None or md.start_offset != after:
                 return
-            sweep.following = _Sweep(md, 0, sweep.chunk, next_offset=after, buffers=self._buffers)
+            sweep.following = _Sweep(md, 0, sweep.chunk, next_offset=after)
         following = sweep.following
         size = following.segment.segment_size_in_bytes
         while len(following.pieces) < room and following.issued_to < size:
@@ -529,8 +525,7 @@ class UnifiedLog:
                 return self._view(sweep, start, end), max(max_bytes, first)
             data = bytes(data) + self._range(md, start + len(data), end)
             self._drop_sweep()
-            self._sweep = _Sweep(md, start, self._chunk(max_bytes), deque([(start, end, data)]), issued_to=end,
-                                 buffers=self._buffers)
+            self._sweep = _Sweep(md, start, self._chunk(max_bytes), deque([(start, end, data)]), issued_to=end)
         return data, max(max_bytes, first)
 
     def _consumed(self, md: RemoteLogSegmentMetadata, position: int, next_offset: int) -> None:
@@ -617,7 +612,7 @@ class UnifiedLog:
         self._pool.shutdown(wait=True, cancel_futures=True)
         if not self._closed:
             self._closed = True
-            self._buffers.close(self._buffer_need)
+            _BUFFERS.close(self._buffer_need)
 
     def __enter__(self) -> "UnifiedLog":
         return self
