@@ -388,19 +388,28 @@ class SinkCoordinator:
         self.discard(runs)
 
     def discard(self, runs: Iterable[StagedRun]) -> None:
-        """Remove staged files (and their task directories once empty)."""
+        """Remove staged files: in a store the write's folder, whole; local files one by one,
+        then their task, batch and write directories once empty."""
         runs = list(runs)
         if self.store is not None:
-            self.store.delete_task_folders([r.path for r in runs if r.in_store])
+            self.store.delete_write_folders([r.path for r in runs if r.in_store])
+        folders = set()
         for r in runs:
             if r.in_store:
                 continue
             p = Path(r.path)
             p.unlink(missing_ok=True)
-            try:
-                p.parent.rmdir()
-            except OSError:
-                pass
+            folders.add(p.parent)
+        root = default_staging(self.opts)
+        for d in folders:                   # <write>/batch-<id>/<attempt>, below the staging root only
+            while root in d.parents:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass                    # removed with its last file (``_unlink_staged``)
+                except OSError:
+                    break                   # not empty: another attempt's or another batch's
+                d = d.parent
 
     def sweep_staging(self, older_than_s: float = 600.0) -> None:
         """Staging directories left by failed task attempts, older than ``older_than_s``; in a

@@ -15,7 +15,7 @@ The driver's commit never lists the staging prefix to find its files: the tasks'
 messages name them (``StagedRun.path`` with ``in_store``). It fetches each to a local file in
 its own folder, each batch's CRC checked as its bytes arrive and, under fsync per commit, a big
 file sent to the disk directly as a task's local staged file is, and appends that with the same
-exactly-once protocol as a local staged file (``commit``), then deletes the tasks' folders,
+exactly-once protocol as a local staged file (``commit``), then deletes the write's folder,
 whole, once the micro-batch is committed.
 """
 
@@ -43,7 +43,6 @@ logger = logging.getLogger(__name__)
 
 FETCH_CHUNK = 32 << 20          # bytes per read of a fetched object (a ranged GET each on S3)
 UPLOADING = ".uploading"
-DELETE_THREADS = 8              # task folders deleted side by side (a listing and a bulk delete each)
 
 
 class StagingStore:
@@ -137,15 +136,23 @@ class StagingStore:
             except (OSError, pa.ArrowException):
                 pass
 
-    def delete_task_folders(self, paths: Iterable[str]) -> None:
-        """Delete the task folders holding the staged objects ``paths``, whole: a task attempt's
-        folder (``<write>/batch-<id>/<attempt>``) holds nothing but the files its commit message
-        names, so one listing and bulk delete per folder (S3's DeleteObjects) replaces a DELETE
-        per object and a listing per partition. The folders side by side; a failure is logged,
-        not raised: the data is committed, the sweep retries."""
-        folders = sorted({p.rsplit("/", 1)[0] for p in paths})
+    def delete_write_folders(self, paths: Iterable[str]) -> None:
+        """Delete the folders of the writes the staged objects ``paths`` belong to, whole: a
+        write's folder (``<write>`` of ``<write>/batch-<id>/<attempt>/<file>``, named for one
+        writer: its ``write_id``, ``sink``) holds nothing but its tasks' staged files, which its
+        batch no longer needs once committed or aborted, and its next batch's tasks start only
+        after that (Spark runs micro-batches one at a time). One folder a commit: one listing,
+        one bulk delete (S3's DeleteObjects) and one directory marker, where deleting the task
+        folders side by side had pyarrow recreate their shared parent's marker from every
+        thread at once, which SeaweedFS answers one a second. A failure is logged, not raised:
+        the data is committed, the sweep retries."""
+        folders = sorted({p.rsplit("/", 3)[0] for p in paths})
 
         def drop(folder: str) -> None:
+            if not folder.startswith(self.root + "/"):      # never the staging root or beside it
+                logger.warning("Not deleting %s from %s: not a write's folder under the staging location",
+                               folder, self.name)
+                return
             try:
                 self.fs.delete_dir(folder)
             except FileNotFoundError:
@@ -154,12 +161,8 @@ class StagingStore:
                 logger.warning("Could not delete staged files under %s from %s (the sweep retries): %s",
                                folder, self.name, e)
 
-        if len(folders) <= 1:
-            for folder in folders:
-                drop(folder)
-            return
-        with ThreadPoolExecutor(min(len(folders), DELETE_THREADS), thread_name_prefix="kafkalog-delete") as pool:
-            list(pool.map(drop, folders))
+        for folder in folders:          # one (a commit's runs are one writer's)
+            drop(folder)
 
     def sweep(self, older_than_s: float) -> int:
         """Delete staged objects older than ``older_than_s`` (a killed or retried task attempt's,

@@ -154,6 +154,52 @@ def test_tasks_stage_in_the_store_and_the_commit_fetches_appends_and_deletes(sea
     assert objects(seaweedfs, f"{where}/stage") == []             # the replay's files discarded
 
 
+def _entries(seaweedfs, folder: str) -> list[str]:
+    """Everything under ``folder``: objects and directory entries."""
+    infos = seaweedfs.filesystem().get_file_info(
+        pafs.FileSelector(f"{seaweedfs.bucket}/{folder}", recursive=True, allow_not_found=True))
+    return sorted(i.path for i in infos)
+
+
+def test_a_commit_deletes_its_writes_folder_whole_and_nothing_of_another_write(seaweedfs, tmp_path):
+    """A commit deletes the staging folder of the writer its runs came from, whole (files and
+    folders: nothing left per micro-batch), and nothing else: the staged file of another query
+    sharing the staging location, not yet committed, stays and commits after."""
+    where = prefix()
+    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "2",
+                               "stagingLocation": f"s3://{seaweedfs.bucket}/{where}", **store_options(seaweedfs)})
+    other = parse_sink_options({"path": str(tmp_path / "other"), "topic": "t", "numPartitions": "2",
+                                "stagingLocation": f"s3://{seaweedfs.bucket}/{where}", **store_options(seaweedfs)})
+    producer, other_producer = load_producer(opts), load_producer(other)
+    mine = [r for t in range(3) for r in
+            stage_all(opts, producer, "stream-a", None, iter(table(100, 100 * t).to_batches())).runs]
+    theirs = stage_all(other, other_producer, "stream-b", None, iter(table(50).to_batches())).runs
+    assert {r.path.split("/")[-4] for r in mine} == {"stream-a"} and len(mine) == 6
+    SinkCoordinator(opts).commit(mine, 0, producer)
+    assert sorted(committed_values(tmp_path / "data")) == sorted(f"v{i}" for i in range(300))
+    left = _entries(seaweedfs, where)
+    assert not [e for e in left if "/stream-a" in e]
+    assert objects(seaweedfs, where) == sorted(f"{seaweedfs.bucket}/" + r.path.split("/", 1)[1] for r in theirs)
+    SinkCoordinator(other).commit(theirs, 0, other_producer)
+    assert sorted(committed_values(tmp_path / "other")) == sorted(f"v{i}" for i in range(50))
+    assert not [e for e in _entries(seaweedfs, where) if "/stream-" in e]
+
+
+def test_local_staging_leaves_no_folder_of_a_committed_write(tmp_path):
+    """With local staging the commit removes the write's files, then its task, batch and write
+    folders once empty: none pile up per query or per write, and another write's stay."""
+    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "2",
+                               "stagingLocation": str(tmp_path / "stage")})
+    producer = load_producer(opts)
+    mine = [r for t in range(2) for r in
+            stage_all(opts, producer, "write-a", None, iter(table(100, 100 * t).to_batches())).runs]
+    theirs = stage_all(opts, producer, "write-b", None, iter(table(50).to_batches())).runs
+    SinkCoordinator(opts).commit(mine, 0, producer)
+    assert sorted(committed_values(tmp_path / "data")) == sorted(f"v{i}" for i in range(200))
+    assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["write-b"]
+    assert all(Path(r.path).exists() for r in theirs)
+
+
 def test_a_failed_task_leaves_nothing_and_a_killed_ones_files_are_swept(seaweedfs, tmp_path):
     where = prefix()
     opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "2",
