@@ -253,7 +253,8 @@ class SinkCoordinator:
         # and a partition's append waits only for its own objects. The driver's disk holds the
         # micro-batch's bytes once, as with local staging.
         pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="kafkalog-fetch")
-        ahead = {tp: self._fetch(by_partition[tp], pool) for tp in partitions}
+        writer = self._fetch_writer(FETCH_THREADS)
+        ahead = {tp: self._fetch(by_partition[tp], pool, writer) for tp in partitions}
         try:
             self._side_by_side(lambda tp: self._append_fetched(tp, by_partition[tp], producer, logs, ahead[tp]),
                                partitions)
@@ -265,6 +266,9 @@ class SinkCoordinator:
                 except BaseException:
                     pass                        # its own failure: its folder is gone already
             raise
+        finally:
+            if writer is not None:
+                writer.shutdown()
         pool.shutdown()
 
     def _append_fetched(self, tp: tuple[str, int], runs: list[StagedRun], producer: ProducerIdentity,
@@ -297,14 +301,14 @@ class SinkCoordinator:
             if run.path not in staged:
                 _unlink_staged(Path(run.path))
 
-    def _fetch(self, runs: list[StagedRun], pool: ThreadPoolExecutor | None = None
-               ) -> Callable[[], list[StagedRun]]:
+    def _fetch(self, runs: list[StagedRun], pool: ThreadPoolExecutor | None = None,
+               writer: ThreadPoolExecutor | None = None) -> Callable[[], list[StagedRun]]:
         """Start fetching the runs of ``runs`` in the staging store to the driver's own staging
         folder (``default_staging``, beside a local checkpoint: on the data's file system where
         it can be, so big files are renamed into the log), named by their commit messages (no
-        listing of the store), on ``pool`` (else a pool of their own); returns the wait for
-        them, which gives ``runs`` with local paths, or raises the first failure with the
-        folder removed."""
+        listing of the store), on ``pool`` and, under fsync per commit, sending big files to the
+        disk directly on ``writer`` (else pools of their own); returns the wait for them, which
+        gives ``runs`` with local paths, or raises the first failure with the folder removed."""
         if not any(r.in_store for r in runs):
             return lambda: runs
         assert self.store is not None, "staged runs in a store but no staging store configured"
@@ -313,26 +317,41 @@ class SinkCoordinator:
         store = self.store
         fetched = [replace(run, path=str(folder / f"{i}-{run.path.rsplit('/', 1)[-1]}"), in_store=False)
                    if run.in_store else run for i, run in enumerate(runs)]
-        todo = [(run, local) for run, local in zip(runs, fetched) if run.in_store]
-        # the objects side by side: a store serves several requests at once
+        todo = [(i, run, local) for i, (run, local) in enumerate(zip(runs, fetched)) if run.in_store]
         own = pool is None
-        pool = pool or ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch")
-        futures = [pool.submit(store.fetch, run.path, run.size, Path(local.path)) for run, local in todo]
         if own:
-            pool.shutdown(wait=False)
+            # the objects side by side: a store serves several requests at once
+            pool = ThreadPoolExecutor(min(len(todo), 4), thread_name_prefix="kafkalog-fetch")
+            writer = self._fetch_writer(min(len(todo), 4))
+        assert pool is not None
+        futures = [(i, pool.submit(store.fetch, run.path, run.size, Path(local.path), writer))
+                   for i, run, local in todo]
 
         def wait() -> list[StagedRun]:
             try:
-                for f in futures:
-                    f.result()
+                for i, f in futures:
+                    # a fetched file's CRCs were checked as it arrived: the commit reads its headers
+                    fetched[i] = replace(fetched[i], crcs_checked=f.result())
             except BaseException:
-                for f in futures:
+                for _, f in futures:
                     f.cancel()
-                wait_all(futures)
+                wait_all([f for _, f in futures])
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
+            finally:
+                if own:
+                    pool.shutdown(wait=False)
+                    if writer is not None:
+                        writer.shutdown(wait=False)
             return fetched
         return wait
+
+    def _fetch_writer(self, threads: int) -> ThreadPoolExecutor | None:
+        """Threads sending fetched files to the disk directly, under fsync per commit (the
+        commit needs their bytes on disk anyway, ``staging_file``), else none: buffered."""
+        if self.opts.fsync != "commit":
+            return None
+        return ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-fetch-write")
 
     def _made_durable(self, log: Log, runs: list[StagedRun]) -> None:
         """Flush a partition appended to, then remove its staged files."""
@@ -369,19 +388,28 @@ class SinkCoordinator:
         self.discard(runs)
 
     def discard(self, runs: Iterable[StagedRun]) -> None:
-        """Remove staged files (and their task directories once empty)."""
+        """Remove staged files: in a store the write's folder, whole; local files one by one,
+        then their task, batch and write directories once empty."""
         runs = list(runs)
         if self.store is not None:
-            self.store.delete_task_folders([r.path for r in runs if r.in_store])
+            self.store.delete_write_folders([r.path for r in runs if r.in_store])
+        folders = set()
         for r in runs:
             if r.in_store:
                 continue
             p = Path(r.path)
             p.unlink(missing_ok=True)
-            try:
-                p.parent.rmdir()
-            except OSError:
-                pass
+            folders.add(p.parent)
+        root = default_staging(self.opts)
+        for d in folders:                   # <write>/batch-<id>/<attempt>, below the staging root only
+            while root in d.parents:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass                    # removed with its last file (``_unlink_staged``)
+                except OSError:
+                    break                   # not empty: another attempt's or another batch's
+                d = d.parent
 
     def sweep_staging(self, older_than_s: float = 600.0) -> None:
         """Staging directories left by failed task attempts, older than ``older_than_s``; in a

@@ -42,6 +42,9 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, producer: ProducerIdentity) -> None:
         self.opts = opts
         self.producer = producer
+        # the tasks' staging folder, this writer's own: a commit deletes it whole
+        # (``StagingStore.delete_write_folders``), never another query's sharing the location
+        self.write_id = f"stream-{uuid.uuid4().hex}"
         # made on the driver by the first commit: partitions a failed pass left, from commit to commit
         self._tiering: SinkTiering | None = None
 
@@ -58,7 +61,7 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
         return self._tiering
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return stage_all(self.opts, self.producer, "stream", None, iterator)
+        return stage_all(self.opts, self.producer, self.write_id, None, iterator)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         runs, producer = _runs_and_producer(messages)

@@ -11,7 +11,8 @@ commit therefore, per staged file:
 1. maps it and checks every batch's CRC (a torn or damaged staged file never reaches a log),
    and checks the headers are what a task of this query writes; a file its task sent to the
    disk directly (``staging_file``: big files under fsync per commit) had its CRCs checked by
-   the task as it wrote them, and only its headers are read back here, not its 100s of MB;
+   the task as it wrote them, and a file fetched from a staging store by the fetch as its bytes
+   arrived (``StagedRun.crcs_checked``): only their headers are read back here, not their 100s of MB;
 2. numbers the batches in the map: base offsets from the log end offset, base sequences from
    the producer's last one in the partition, each CRC updated for its new sequence from the
    old CRC alone (``crc_patch``: the payload is not read again);
@@ -96,7 +97,7 @@ def append_staged(log: Log, runs: list[StagedRun], producer: ProducerIdentity,
             if size == 0:
                 continue
             scan = _number(fd, size, path, offset, log.config, producer, seq,
-                           verify=not run.written_direct)
+                           verify=not run.crcs_checked)
             numbered[-1] = (path, fd, size, scan)
             count = int(scan.records_count.sum())
             offset += count

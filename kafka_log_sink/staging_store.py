@@ -13,14 +13,15 @@ driver's sweep removes as it removes a killed task's local staging folder.
 
 The driver's commit never lists the staging prefix to find its files: the tasks' commit
 messages name them (``StagedRun.path`` with ``in_store``). It fetches each to a local file in
-its own folder and appends that with the same exactly-once protocol as a local staged file
-(``commit``), then deletes the tasks' folders, whole, once the micro-batch is committed.
+its own folder, each batch's CRC checked as its bytes arrive and, under fsync per commit, a big
+file sent to the disk directly as a task's local staged file is, and appends that with the same
+exactly-once protocol as a local staged file (``commit``), then deletes the write's folder,
+whole, once the micro-batch is committed.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -31,16 +32,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from storage_core.errors import KafkaLogError
+from storage_core.errors import CorruptRecordError, KafkaLogError
 from storage_core.format.buffers import ByteBuffer
-from storage_core.log import write_all
+from storage_core.format.log_input_stream import scan_batches
 from storage_core.remote import open_store
+
+from .staging_file import StagingFile
 
 logger = logging.getLogger(__name__)
 
 FETCH_CHUNK = 32 << 20          # bytes per read of a fetched object (a ranged GET each on S3)
 UPLOADING = ".uploading"
-DELETE_THREADS = 8              # task folders deleted side by side (a listing and a bulk delete each)
 
 
 class StagingStore:
@@ -60,31 +62,60 @@ class StagingStore:
 
     # ---------------------------------------------------------------- the driver's side
 
-    def fetch(self, path: str, size: int, local: Path) -> None:
-        """The object ``path`` copied to the local file ``local`` (created); exactly ``size``
-        bytes or an error naming the object and the store."""
+    def fetch(self, path: str, size: int, local: Path, writer: ThreadPoolExecutor | None = None) -> bool:
+        """The object ``path`` copied to the local file ``local`` (created): exactly ``size``
+        bytes, each batch's CRC checked as its bytes arrive, or an error naming the object, the
+        store and, for a damaged batch, its byte position. With ``writer`` (fsync per commit) a
+        big file goes to the disk directly, as a task's local staged file does
+        (``StagingFile``): filling page-cache pages the commit would then fsync costs the driver
+        more CPU than the download itself. Returns whether every batch's CRC was checked here,
+        so the commit reads only the headers back (not when one batch is larger than a read)."""
         got = 0
+        checked = True
+        staged: StagingFile | None = None
         try:
             with self.fs.open_input_stream(path) as src:
-                fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                try:
-                    # one buffer read into again and again: a fresh one per read costs a page
-                    # fault per 4 KiB of it; one byte more than the object shows one too many
-                    buf = bytearray(min(FETCH_CHUNK, size + 1))
-                    with memoryview(buf) as view:
-                        while n := src.readinto(buf):
-                            write_all(fd, view[:n], got)
-                            got += n
-                finally:
-                    os.close(fd)
-        except (OSError, pa.ArrowException) as e:
+                staged = StagingFile(local, writer)
+                # one buffer read into again and again: a fresh one per read costs a page
+                # fault per 4 KiB of it; one byte more than the object shows one too many
+                buf = bytearray(min(FETCH_CHUNK, size + 1))
+                have = 0            # bytes at the start of buf not yet checked: a batch the read cut
+                with memoryview(buf) as view:
+                    while True:
+                        if have == len(buf):        # one batch larger than a read
+                            checked, have = False, 0
+                        n = src.readinto(view[have:])
+                        if not n:
+                            break
+                        staged.write(view[have:have + n])
+                        got += n
+                        if checked:
+                            have = self._check_batches(buf, have + n, path, got)
+                staged.finish()
+        except (OSError, pa.ArrowException, KafkaLogError) as e:
+            if staged is not None:
+                staged.close()
             local.unlink(missing_ok=True)
+            if isinstance(e, KafkaLogError):
+                raise
             raise KafkaLogError(f"Fetching staged file {path} from {self.name} failed after {got} bytes: "
                                 f"{e}") from None
-        if got != size:
+        if got != size or (checked and have):
             local.unlink(missing_ok=True)
-            raise KafkaLogError(f"Staged file {path} in {self.name} holds {got} bytes, its task wrote {size}: "
-                                f"staging was changed or truncated")
+            what = (f"holds {got} bytes, its task wrote {size}" if got != size else
+                    f"ends with {have} bytes that are not a whole batch after {got - have} bytes")
+            raise KafkaLogError(f"Staged file {path} in {self.name} {what}: staging was changed or truncated")
+        return checked
+
+    def _check_batches(self, buf: bytearray, have: int, path: str, got: int) -> int:
+        """The CRCs of the whole batches in ``buf[:have]`` (the object's bytes up to ``got``)
+        checked; the rest, a batch not yet whole, moved to the start of ``buf``: its length."""
+        try:
+            end = scan_batches(buf, 0, have, verify=True).end
+        except CorruptRecordError as e:
+            raise e.located(source=f"staged file {path} in {self.name}", base_position=got - have) from None
+        buf[:have - end] = buf[end:have]
+        return have - end
 
     def delete(self, paths: Iterable[str]) -> None:
         """Delete staged objects and their task folders once empty; a failure is logged, not
@@ -105,15 +136,23 @@ class StagingStore:
             except (OSError, pa.ArrowException):
                 pass
 
-    def delete_task_folders(self, paths: Iterable[str]) -> None:
-        """Delete the task folders holding the staged objects ``paths``, whole: a task attempt's
-        folder (``<write>/batch-<id>/<attempt>``) holds nothing but the files its commit message
-        names, so one listing and bulk delete per folder (S3's DeleteObjects) replaces a DELETE
-        per object and a listing per partition. The folders side by side; a failure is logged,
-        not raised: the data is committed, the sweep retries."""
-        folders = sorted({p.rsplit("/", 1)[0] for p in paths})
+    def delete_write_folders(self, paths: Iterable[str]) -> None:
+        """Delete the folders of the writes the staged objects ``paths`` belong to, whole: a
+        write's folder (``<write>`` of ``<write>/batch-<id>/<attempt>/<file>``, named for one
+        writer: its ``write_id``, ``sink``) holds nothing but its tasks' staged files, which its
+        batch no longer needs once committed or aborted, and its next batch's tasks start only
+        after that (Spark runs micro-batches one at a time). One folder a commit: one listing,
+        one bulk delete (S3's DeleteObjects) and one directory marker, where deleting the task
+        folders side by side had pyarrow recreate their shared parent's marker from every
+        thread at once, which SeaweedFS answers one a second. A failure is logged, not raised:
+        the data is committed, the sweep retries."""
+        folders = sorted({p.rsplit("/", 3)[0] for p in paths})
 
         def drop(folder: str) -> None:
+            if not folder.startswith(self.root + "/"):      # never the staging root or beside it
+                logger.warning("Not deleting %s from %s: not a write's folder under the staging location",
+                               folder, self.name)
+                return
             try:
                 self.fs.delete_dir(folder)
             except FileNotFoundError:
@@ -122,12 +161,8 @@ class StagingStore:
                 logger.warning("Could not delete staged files under %s from %s (the sweep retries): %s",
                                folder, self.name, e)
 
-        if len(folders) <= 1:
-            for folder in folders:
-                drop(folder)
-            return
-        with ThreadPoolExecutor(min(len(folders), DELETE_THREADS), thread_name_prefix="kafkalog-delete") as pool:
-            list(pool.map(drop, folders))
+        for folder in folders:          # one (a commit's runs are one writer's)
+            drop(folder)
 
     def sweep(self, older_than_s: float) -> int:
         """Delete staged objects older than ``older_than_s`` (a killed or retried task attempt's,

@@ -55,7 +55,9 @@ class StagedRun:
     path: str
     records: int
     size: int
-    written_direct: bool = False    # sent to the disk by the task, its CRCs checked as it was
+    # its CRCs checked as it was written (a file its task sent to the disk directly, or the
+    # commit's copy of one in the staging store): the commit reads only its headers back
+    crcs_checked: bool = False
     in_store: bool = False          # ``path`` is an object in the staging store, not a local file
 
 

@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
             table = pa.table({"key": pa.array([b"k%d" % (i % 97) for i in range(rows)]),
                               "value": pa.array(values)})
             messages.append(writer.write(iter(table.to_batches(2000))))
-        direct += sum(r.written_direct for m in messages for r in m.runs)
+        direct += sum(r.crcs_checked for m in messages for r in m.runs)
         writer.commit(messages, b)
     print(f"direct {direct}", flush=True)
     print("done", flush=True)

@@ -6,20 +6,28 @@ pass that fails while the store is down without undoing the commit, then catches
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import mmap
+import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
 from kafka_log_sink.commit import SinkCoordinator, load_producer
 from kafka_log_sink.options import parse_sink_options
+from kafka_log_sink import staging_file, staging_store
 from kafka_log_sink.staging_store import StagingStore
 from kafka_log_sink.tiering import SinkTiering
 from kafka_log_sink.writer import stage_all
-from storage_core.errors import InvalidConfigError, KafkaLogError
+from storage_core.errors import CorruptRecordError, InvalidConfigError, KafkaLogError
+from storage_core.format import encode_batches
+from storage_core.format.log_input_stream import scan_batches
 from storage_core.log import Log
 
 
@@ -146,6 +154,52 @@ def test_tasks_stage_in_the_store_and_the_commit_fetches_appends_and_deletes(sea
     assert objects(seaweedfs, f"{where}/stage") == []             # the replay's files discarded
 
 
+def _entries(seaweedfs, folder: str) -> list[str]:
+    """Everything under ``folder``: objects and directory entries."""
+    infos = seaweedfs.filesystem().get_file_info(
+        pafs.FileSelector(f"{seaweedfs.bucket}/{folder}", recursive=True, allow_not_found=True))
+    return sorted(i.path for i in infos)
+
+
+def test_a_commit_deletes_its_writes_folder_whole_and_nothing_of_another_write(seaweedfs, tmp_path):
+    """A commit deletes the staging folder of the writer its runs came from, whole (files and
+    folders: nothing left per micro-batch), and nothing else: the staged file of another query
+    sharing the staging location, not yet committed, stays and commits after."""
+    where = prefix()
+    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "2",
+                               "stagingLocation": f"s3://{seaweedfs.bucket}/{where}", **store_options(seaweedfs)})
+    other = parse_sink_options({"path": str(tmp_path / "other"), "topic": "t", "numPartitions": "2",
+                                "stagingLocation": f"s3://{seaweedfs.bucket}/{where}", **store_options(seaweedfs)})
+    producer, other_producer = load_producer(opts), load_producer(other)
+    mine = [r for t in range(3) for r in
+            stage_all(opts, producer, "stream-a", None, iter(table(100, 100 * t).to_batches())).runs]
+    theirs = stage_all(other, other_producer, "stream-b", None, iter(table(50).to_batches())).runs
+    assert {r.path.split("/")[-4] for r in mine} == {"stream-a"} and len(mine) == 6
+    SinkCoordinator(opts).commit(mine, 0, producer)
+    assert sorted(committed_values(tmp_path / "data")) == sorted(f"v{i}" for i in range(300))
+    left = _entries(seaweedfs, where)
+    assert not [e for e in left if "/stream-a" in e]
+    assert objects(seaweedfs, where) == sorted(f"{seaweedfs.bucket}/" + r.path.split("/", 1)[1] for r in theirs)
+    SinkCoordinator(other).commit(theirs, 0, other_producer)
+    assert sorted(committed_values(tmp_path / "other")) == sorted(f"v{i}" for i in range(50))
+    assert not [e for e in _entries(seaweedfs, where) if "/stream-" in e]
+
+
+def test_local_staging_leaves_no_folder_of_a_committed_write(tmp_path):
+    """With local staging the commit removes the write's files, then its task, batch and write
+    folders once empty: none pile up per query or per write, and another write's stay."""
+    opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "2",
+                               "stagingLocation": str(tmp_path / "stage")})
+    producer = load_producer(opts)
+    mine = [r for t in range(2) for r in
+            stage_all(opts, producer, "write-a", None, iter(table(100, 100 * t).to_batches())).runs]
+    theirs = stage_all(opts, producer, "write-b", None, iter(table(50).to_batches())).runs
+    SinkCoordinator(opts).commit(mine, 0, producer)
+    assert sorted(committed_values(tmp_path / "data")) == sorted(f"v{i}" for i in range(200))
+    assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["write-b"]
+    assert all(Path(r.path).exists() for r in theirs)
+
+
 def test_a_failed_task_leaves_nothing_and_a_killed_ones_files_are_swept(seaweedfs, tmp_path):
     where = prefix()
     opts = parse_sink_options({"path": str(tmp_path / "data"), "topic": "t", "numPartitions": "2",
@@ -209,6 +263,101 @@ def test_a_damaged_object_among_many_partitions_fails_the_commit_and_leaves_no_f
     assert sorted(committed_values(tmp_path / "data")) == sorted(f"v{i}" for i in range(6000))
     assert [p for p in fetched.rglob("*") if p.is_file()] == []
     assert objects(seaweedfs, where) == []      # the committed batch's by its commit, the failed one's by abort
+
+
+def _object(store: StagingStore, name: str, data: bytes) -> str:
+    path = store.path("w", "batch-0", "task", name)
+    f = store.open(path)
+    f.write(data)
+    f.finish()
+    return path
+
+
+def test_the_commits_fetch_checks_each_batch_as_it_arrives_and_names_a_damaged_one(tmp_path, monkeypatch):
+    """The commit's fetch of a staged object copies it whole and checks every batch's CRC as
+    its bytes arrive, batches cut between two reads included (so the commit reads only their
+    headers back): a damaged batch fails it naming the object, the store and the batch's
+    position in the object; an object whose last batch is cut fails it; neither leaves a local
+    copy. A batch larger than one read is copied unchecked, and the fetch says so: the commit
+    checks that file itself."""
+    monkeypatch.setattr(staging_store, "FETCH_CHUNK", 64 << 10)
+    store = StagingStore(f"file://{tmp_path}/stage", {})
+    values = [bytes([i % 251]) * (100 + i % 900) for i in range(2000)]
+    data = bytes(encode_batches(pa.table({"key": [b"k%d" % i for i in range(2000)], "value": values}),
+                                max_batch_bytes=20_000))
+    positions = scan_batches(data).position
+    assert len(data) > 10 * (64 << 10) and len(positions) > 40
+    path = _object(store, "ok.batches", data)
+    assert store.fetch(path, len(data), tmp_path / "ok") is True
+    assert (tmp_path / "ok").read_bytes() == data
+
+    victim = int(positions[np.searchsorted(positions, 300_000)])      # in a later read than the first
+    damaged = bytearray(data)
+    damaged[victim + 100] ^= 0xFF
+    path = _object(store, "damaged.batches", bytes(damaged))
+    with pytest.raises(CorruptRecordError) as e:
+        store.fetch(path, len(data), tmp_path / "damaged")
+    assert e.value.position == victim
+    assert path in str(e.value) and store.name in str(e.value) and f"position {victim}" in str(e.value)
+    assert not (tmp_path / "damaged").exists()
+
+    path = _object(store, "cut.batches", data[:victim + 100])
+    with pytest.raises(KafkaLogError, match=f"ends with 100 bytes that are not a whole batch after {victim} bytes"):
+        store.fetch(path, victim + 100, tmp_path / "cut")
+    assert not (tmp_path / "cut").exists()
+
+    big = bytes(encode_batches(pa.table({"key": [b"big"], "value": [b"v" * (100 << 10)]}))) + data
+    path = _object(store, "big.batches", big)
+    assert store.fetch(path, len(big), tmp_path / "big") is False
+    assert (tmp_path / "big").read_bytes() == big
+
+
+def _resident_pages(path: Path) -> tuple[int, int]:
+    """(pages of ``path`` in the page cache, pages of ``path``), from ``mincore``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size, page = path.stat().st_size, mmap.PAGESIZE
+    pages = (size + page - 1) // page
+    vec = (ctypes.c_ubyte * pages)()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value)
+        try:
+            assert libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return sum(v & 1 for v in vec), pages
+
+
+def test_under_fsync_per_commit_a_fetched_file_goes_to_the_disk_directly(tmp_path):
+    """With a writer (the commit gives one under fsync per commit) a big fetched file is sent
+    to the disk directly, as a task's local staged file is: none of its pages are in the page
+    cache after, but the unaligned tail's; without one it is written through the page cache.
+    Both copies are the object's bytes."""
+    probe = tmp_path / "probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600))
+    except OSError as e:
+        pytest.skip(f"no O_DIRECT on {tmp_path}'s file system: {e}")
+    store = StagingStore(f"file://{tmp_path}/stage", {})
+    values = [bytes([i % 251]) * 1000 for i in range(12_000)]
+    data = bytes(encode_batches(pa.table({"key": [b"k%d" % i for i in range(12_000)], "value": values})))
+    assert len(data) > 2 * staging_file.DIRECT_CHUNK
+    path = _object(store, "t-0.batches", data)
+    with ThreadPoolExecutor(2) as writer:
+        assert store.fetch(path, len(data), tmp_path / "direct", writer) is True
+    assert store.fetch(path, len(data), tmp_path / "buffered") is True
+    resident, pages = _resident_pages(tmp_path / "direct")
+    assert resident <= 1 and pages > 2000           # at most the unaligned tail's page
+    resident, pages = _resident_pages(tmp_path / "buffered")
+    assert resident == pages
+    assert (tmp_path / "direct").read_bytes() == data == (tmp_path / "buffered").read_bytes()
 
 
 # ---------------------------------------------------------------------------- tiering
@@ -293,18 +442,19 @@ def test_on_a_file_system_without_atomic_uploads_a_staged_file_is_moved_to_its_n
     failed task's is deleted; the state file is replaced whole."""
     store = StagingStore(f"file://{tmp_path}/stage", {})
     assert not store.atomic_uploads
+    data = bytes(encode_batches(table(100)))
     f = store.open(store.path("w", "batch-0", "task", "t-0.batches"))
-    f.write(b"x" * 1000)
+    f.write(data)
     folder = tmp_path / "stage" / "w" / "batch-0" / "task"
     assert sorted(p.name for p in folder.iterdir()) == [".t-0.batches.uploading"]
     f.finish()
     assert sorted(p.name for p in folder.iterdir()) == ["t-0.batches"]
-    assert (folder / "t-0.batches").read_bytes() == b"x" * 1000
+    assert (folder / "t-0.batches").read_bytes() == data
     local = tmp_path / "fetched"
-    store.fetch(store.path("w", "batch-0", "task", "t-0.batches"), 1000, local)
-    assert local.read_bytes() == b"x" * 1000
-    with pytest.raises(KafkaLogError, match="holds 1000 bytes, its task wrote 999"):
-        store.fetch(store.path("w", "batch-0", "task", "t-0.batches"), 999, tmp_path / "again")
+    assert store.fetch(store.path("w", "batch-0", "task", "t-0.batches"), len(data), local)
+    assert local.read_bytes() == data
+    with pytest.raises(KafkaLogError, match=f"holds {len(data)} bytes, its task wrote {len(data) - 1}"):
+        store.fetch(store.path("w", "batch-0", "task", "t-0.batches"), len(data) - 1, tmp_path / "again")
     assert not (tmp_path / "again").exists()
     failed = store.open(store.path("w", "batch-0", "task", "t-1.batches"))
     failed.write(b"y" * 10)

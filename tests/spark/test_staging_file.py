@@ -199,7 +199,7 @@ def test_direct_staged_files_are_appended_like_buffered_ones(tmp_path, monkeypat
             runs = [r for i in range(2) for r in stage_all(
                 opts, producer, "w", batch_id,
                 iter(table.slice(i * rows // 2, rows // 2).to_batches(2500))).runs]
-            flags += [r.written_direct for r in runs]
+            flags += [r.crcs_checked for r in runs]
             SinkCoordinator(opts).commit(runs, batch_id, producer)
         return tmp_path / name, flags
 
