@@ -16,8 +16,9 @@ by the same code as local reads (``decode_run``) and filtered the same way (cont
 cache, skipping segments whose metadata says ``txnIdxEmpty``, then the local ones; the last
 stable offset bounds ``read_committed``). A random read costs one ranged read (two when its
 first batch is larger than ``max_bytes``); a sequential sweep keeps the bytes past the last
-whole batch and issues the next ranged reads ahead, in parallel on a small thread pool, at most
-``read_ahead`` chunks per sweep (bounded memory). The chunks read ahead are whole multiples of
+whole batch and issues the next ranged reads ahead, in parallel on the process's reader threads
+(shared by every log, as a broker's ``remote.log.reader.threads``), at most ``read_ahead``
+chunks per sweep (bounded memory). The chunks read ahead are whole multiples of
 the chunk size in the object (whatever offset the sweep began at: the store serves the same
 aligned ranges), several fetches long, so that most fetches lie in one chunk and decode a slice
 of it without a copy; only a fetch that straddles two chunks joins its bytes. The chunks land in
@@ -33,6 +34,7 @@ import struct
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -58,6 +60,7 @@ MIN_CHUNK = 256 << 10
 MAX_CHUNK = 8 << 20
 FETCHES_PER_CHUNK = 4           # a chunk read ahead holds this many fetches of max_bytes
 DEFAULT_READ_AHEAD = 8
+REMOTE_LOG_READER_THREADS = 10  # Kafka's remote.log.reader.threads default
 
 # [start, end) of a segment's .log: its bytes, or the ranged read that brings them
 _Piece = tuple[int, int, "Future[memoryview] | bytes"]
@@ -128,6 +131,22 @@ class _Buffers:
 
 
 _BUFFERS = _Buffers()
+
+_READERS: ThreadPoolExecutor | None = None
+_READERS_LOCK = threading.Lock()
+
+
+def _shared_readers() -> ThreadPoolExecutor:
+    """The process's remote-log reader threads, ``REMOTE_LOG_READER_THREADS`` of them, made on
+    first use and shared by every ``UnifiedLog`` opened without ``threads`` (Kafka's
+    ``RemoteLogReader`` pool, ``remote.log.reader.threads``, one for the broker): however many
+    logs a process keeps open, their reads ahead run on these."""
+    global _READERS
+    with _READERS_LOCK:
+        if _READERS is None:
+            _READERS = ThreadPoolExecutor(max_workers=REMOTE_LOG_READER_THREADS,
+                                          thread_name_prefix="remote-log-reader")
+        return _READERS
 
 
 @dataclass
@@ -208,23 +227,28 @@ def _skip_batches_below(data: bytes | memoryview, offset: int) -> int:
 class UnifiedLog:
     """``Log`` ``log`` plus its remote tier: ``rlmm`` and ``rsm`` for partition ``tip``, ``cache``
     the ``RemoteIndexCache``. ``read``/``fetch``/``offsets_for_times``/``fetch_offset_by_timestamp``
-    span both tiers; closing closes the thread pool (the log, RLMM, RSM and cache are the
-    caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes`` ahead
-    (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB) on ``threads``
-    threads, each into a buffer of a chunk; between sweeps the buffers are kept in one pool for the
-    process, up to the largest need of an open ``UnifiedLog`` (``read_ahead + 2`` chunks: 80 MiB
-    at the defaults), whatever the number of logs, and let go when the last one closes. Remote
-    fetches take turns (one sweep at a time)."""
+    span both tiers; closing waits for the log's reads still running (the log, RLMM, RSM and
+    cache are the caller's). A sweep keeps at most ``read_ahead`` ranged reads of ``chunk_bytes``
+    ahead (default ``chunk_bytes``: four fetches' ``max_bytes``, 256 KiB to 8 MiB), each into a
+    buffer of a chunk, on the process's reader threads (``REMOTE_LOG_READER_THREADS``, shared by
+    every log, as a broker's) or, with ``threads``, on a pool of the log's own. Between sweeps
+    the buffers are kept in one pool for the process, up to the largest need of an open
+    ``UnifiedLog`` (``read_ahead + 2`` chunks: 80 MiB at the defaults), whatever the number of
+    logs, and let go when the last one closes. Remote fetches take turns (one sweep at a time)."""
 
     def __init__(self, log: Log, tip: TopicIdPartition, rlmm: RemoteLogMetadataManager, rsm: RemoteStorageManager,
-                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int = 4,
+                 cache: RemoteIndexCache, *, read_ahead: int = DEFAULT_READ_AHEAD, threads: int | None = None,
                  chunk_bytes: int | None = None) -> None:
         if chunk_bytes is not None and chunk_bytes <= 0:
             raise InvalidConfigError(f"chunk_bytes must be positive, not {chunk_bytes}")
         self.log, self.tip, self.rlmm, self.rsm, self.cache = log, tip, rlmm, rsm, cache
         self.read_ahead = read_ahead
         self.chunk_bytes = chunk_bytes
-        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
+        self._own_pool = threads is not None
+        self._pool = (ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="remote-log-reader")
+                      if threads is not None else _shared_readers())
+        self._reads: set[Future[memoryview]] = set()    # this log's reads not done yet
+        self._reads_lock = threading.Lock()
         # the buffers of a sweep's reads ahead (and of the next segment's first ones)
         self._buffer_need = (read_ahead + 2) * (chunk_bytes or MAX_CHUNK)
         _BUFFERS.open(self._buffer_need)
@@ -506,8 +530,16 @@ class UnifiedLog:
         """One ranged read ahead, on the pool: up to the next multiple of the chunk size."""
         start = sweep.issued_to
         end = min(sweep.segment.segment_size_in_bytes, (start // sweep.chunk + 1) * sweep.chunk)
-        sweep.pieces.append((start, end, self._pool.submit(self._range_into, sweep.segment, start, end, sweep.chunk)))
+        read = self._pool.submit(self._range_into, sweep.segment, start, end, sweep.chunk)
+        with self._reads_lock:
+            self._reads.add(read)
+        read.add_done_callback(self._read_done)
+        sweep.pieces.append((start, end, read))
         sweep.issued_to = end
+
+    def _read_done(self, read: "Future[memoryview]") -> None:
+        with self._reads_lock:
+            self._reads.discard(read)
 
     def _whole_first_batch(self, md: RemoteLogSegmentMetadata, data: bytes | memoryview, start: int,
                            max_bytes: int) -> tuple[bytes | memoryview, int]:
@@ -608,8 +640,13 @@ class UnifiedLog:
     # ------------------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        self._drop_sweep()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._drop_sweep()                      # its reads not begun are cancelled
+        if self._own_pool:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        else:                                   # the running ones end before the caller's RSM closes
+            with self._reads_lock:
+                running = list(self._reads)
+            wait_all(running)
         if not self._closed:
             self._closed = True
             _BUFFERS.close(self._buffer_need)

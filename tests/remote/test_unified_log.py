@@ -22,6 +22,7 @@ import importlib.util
 import os
 import random
 import shutil
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -556,6 +557,75 @@ def test_logs_kept_open_share_one_pool_of_kept_buffers_bounded_by_one_logs_need(
     every = {id(b) for r in reads for b in r}
     assert len(first) >= read_ahead and len(every) < 2 * len(first), (len(first), len(every))
     assert pool.held == held_before                         # let go with the last log
+    cache.close()
+    rlmm.close()
+
+
+def _reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("remote-log-reader")]
+
+
+class InFlightRemoteStorageManager(BufferRecordingRemoteStorageManager):
+    """The real RSM counting the ranged reads running now (instrumentation), each delayed
+    (fault injection) so that reads ahead are still running when a log closes."""
+
+    def __init__(self, configs: dict, delay: float) -> None:
+        super().__init__(configs, delay)
+        self.running = 0
+        self.lock = threading.Lock()
+
+    def fetch_log_segment(self, metadata, start_position, end_position=None):
+        stream = super().fetch_log_segment(metadata, start_position, end_position)
+        into = stream.readinto
+
+        def readinto(b):
+            with self.lock:
+                self.running += 1
+            try:
+                return into(b)
+            finally:
+                with self.lock:
+                    self.running -= 1
+
+        stream.readinto = readinto
+        return stream
+
+
+def test_logs_share_the_process_reader_threads_and_a_closed_log_has_no_read_running(source, store, tmp_path):
+    """Kafka's ``remote.log.reader.threads``: the reads ahead of every UnifiedLog opened without
+    ``threads`` run on one pool for the process, so twelve logs kept open, each having swept
+    its remote segments with reads ahead, leave at most ``REMOTE_LOG_READER_THREADS`` reader
+    threads (a pool per log: four each). Closing a log returns once none of its reads is still
+    running (the caller may close the RSM next), while the shared threads stay for the others;
+    every sweep returns every record below the local log."""
+    _, bounds, _, _, _ = source
+    log, rlmm, plain, mds = _tier(source, tmp_path, store)
+    rsm = InFlightRemoteStorageManager(store, delay=0.0)
+    cache = RemoteIndexCache(plain, tmp_path / "data")
+    local_start = bounds[TIERED][0]
+    with log, contextlib.ExitStack() as stack:
+        ulogs = [stack.enter_context(UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=6, chunk_bytes=3000))
+                 for _ in range(12)]
+        for ulog in ulogs:
+            offsets, offset = [], 0
+            while offset < local_start:
+                r = ulog.fetch(offset, max_bytes=2500, max_offset=local_start)
+                offsets.extend(r.table.column("offset").to_pylist())
+                offset = r.next_offset
+            assert offsets[0] == 0 and offsets[-1] == local_start - 1 and offsets == sorted(set(offsets))
+        assert len(_reader_threads()) <= unified_log.REMOTE_LOG_READER_THREADS
+        # a sweep begun, its reads ahead in flight (each delayed), then the log closed
+        rsm.delay = 0.5
+        last = ulogs[-1]
+        r = last.fetch(0, max_bytes=2500, max_offset=local_start)
+        last.fetch(r.next_offset, max_bytes=2500, max_offset=local_start)     # sequential: reads ahead
+        deadline = time.monotonic() + 5
+        while not rsm.running and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert rsm.running > 0
+        last.close()
+        assert rsm.running == 0
+        assert _reader_threads()                 # the others' threads stay
     cache.close()
     rlmm.close()
 
