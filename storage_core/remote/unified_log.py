@@ -30,6 +30,7 @@ chunk and its read is done.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import threading
 from collections import deque
@@ -134,6 +135,18 @@ _BUFFERS = _Buffers()
 
 _READERS: ThreadPoolExecutor | None = None
 _READERS_LOCK = threading.Lock()
+
+
+def _forget_readers() -> None:
+    """In a forked child: the parent's reader threads do not exist here, and a pool that counts
+    them would never start one (its reads would wait forever); the child makes its own. The
+    locks a parent's thread may have held at the fork are made anew."""
+    global _READERS, _READERS_LOCK
+    _READERS, _READERS_LOCK = None, threading.Lock()
+    _BUFFERS._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_readers)
 
 
 def _shared_readers() -> ThreadPoolExecutor:

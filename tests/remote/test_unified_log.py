@@ -630,6 +630,58 @@ def test_logs_share_the_process_reader_threads_and_a_closed_log_has_no_read_runn
     rlmm.close()
 
 
+def _sweep_in_child(log_dir: str, tmp: str, configs: dict, local_start: int, out) -> None:
+    """A forked child's own sweep of the tiered log (read only), its record count sent back."""
+    rlmm = TopicBasedRemoteLogMetadataManager({"log.dir": str(Path(log_dir).parent),
+                                               "remote.log.metadata.topic.num.partitions": "1"})
+    rsm = PyArrowRemoteStorageManager(configs)
+    cache = RemoteIndexCache(rsm, Path(tmp) / "child-cache")
+    with Log.open(Path(log_dir), read_only=True) as log, UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=4,
+                                                                        chunk_bytes=3000) as ulog:
+        rows, offset = 0, 0
+        while offset < local_start:
+            r = ulog.fetch(offset, max_bytes=2500, max_offset=local_start)
+            rows += r.table.num_rows
+            offset = r.next_offset
+    out.put(rows)
+
+
+def test_a_forked_child_sweeps_on_reader_threads_of_its_own(source, tmp_path):
+    """The process's reader threads are the parent's alone: a child forked after the parent
+    swept (its shared pool full of threads the child does not have) sweeps the same remote
+    segments on threads of its own and gets every record (a child using the parent's pool would
+    wait forever: the join times out)."""
+    import multiprocessing
+    _, bounds, _, _, _ = source
+    configs = {"dir": str(tmp_path / "remote")}
+    log, rlmm, rsm, mds = _tier(source, tmp_path, configs)
+    cache = RemoteIndexCache(rsm, tmp_path / "data")
+    local_start = bounds[TIERED][0]
+    with log, UnifiedLog(log, TIP, rlmm, rsm, cache, read_ahead=12, chunk_bytes=3000) as ulog:
+        rows, offset = 0, 0
+        while offset < local_start:
+            r = ulog.fetch(offset, max_bytes=2500, max_offset=local_start)
+            rows += r.table.num_rows
+            offset = r.next_offset
+    cache.close()
+    rlmm.close()                                # the child opens the metadata log itself
+    # every reader thread of the parent started (reads side by side), as after a busy sweep
+    barrier = threading.Barrier(unified_log.REMOTE_LOG_READER_THREADS)
+    readers = unified_log._shared_readers()
+    for f in [readers.submit(barrier.wait, 10) for _ in range(unified_log.REMOTE_LOG_READER_THREADS)]:
+        f.result()
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_sweep_in_child, args=(str(log.dir), str(tmp_path), configs, local_start, out))
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and child.exitcode == 0
+    assert out.get(timeout=5) == rows > 0
+
+
 def test_two_logs_sweeping_at_once_hand_buffers_between_them_safely(source, store, tmp_path):
     """Two UnifiedLogs sweeping at the same time on two threads, with random jumps that drop a
     sweep while its reads (delayed at random, fault injection) still run, take buffers from and
