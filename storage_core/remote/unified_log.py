@@ -654,12 +654,11 @@ class UnifiedLog:
 
     def close(self) -> None:
         self._drop_sweep()                      # its reads not begun are cancelled
+        with self._reads_lock:
+            running = list(self._reads)
+        wait_all(running)                       # the running ones end before the caller's RSM closes
         if self._own_pool:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        else:                                   # the running ones end before the caller's RSM closes
-            with self._reads_lock:
-                running = list(self._reads)
-            wait_all(running)
+            self._pool.shutdown()
         if not self._closed:
             self._closed = True
             _BUFFERS.close(self._buffer_need)
