@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from storage_core.format import murmur2  # noqa: F401  (the hash, named beside the partitioner)
 from storage_core.format.murmur2 import partitions
 
 

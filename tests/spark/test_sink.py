@@ -37,8 +37,9 @@ with warnings.catch_warnings():
 
     import aiokafka.record.memory_records as aio_memory
 
-from kafka_log_sink.partitioner import murmur2, partitions_for_keys
+from kafka_log_sink.partitioner import partitions_for_keys
 from kafka_log_source.datasource import KafkaLogDataSource
+from storage_core.format import murmur2
 from storage_core.format.columnar import HEADER_TYPE
 from storage_core.log import Log
 
