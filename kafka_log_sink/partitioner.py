@@ -10,13 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from storage_core.format import murmur2
+from storage_core.format.murmur2 import partitions
 
 
 def partitions_for_keys(keys: pa.Array, num_partitions: int) -> np.ndarray:
     """``toPositive(murmur2(key)) % numPartitions`` for every key (nulls get -1)."""
-    h = murmur2(keys.fill_null(b"")).astype(np.int64) & 0x7FFFFFFF
-    parts = h % num_partitions
-    if keys.null_count:
-        parts[np.asarray(keys.is_null())] = -1
-    return parts
+    return partitions(keys, num_partitions)

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from storage_core.errors import InvalidConfigError, RecordTooLargeError
 from storage_core.format import encode_batches
 from storage_core.format.columnar import HEADER_TYPE
+from storage_core.format.kernels import group_rows
 from storage_core.format.log_input_stream import scan_batches
 
 from .options import SinkOptions, check_topic, default_staging, staging_store_uri
@@ -134,8 +135,6 @@ class BatchStager:
         if count is None:
             count = self._partition_counts[topic] = topic_partition_count(
                 self.opts.path, topic, self.opts.num_partitions)
-        n = rows.num_rows
-        parts = np.full(n, -1, np.int64)
         if "partition" in rows.column_names:
             col = rows.column("partition").combine_chunks()
             if col.null_count:
@@ -151,11 +150,16 @@ class BatchStager:
                     f"Partition {int(given[bad[0]])} of topic {topic} does not exist: the topic "
                     f"has {count} partitions (0..{count - 1})")
             parts = given
-        unset = parts < 0
-        if unset.any() and "key" in rows.column_names:
-            keys = rows.column("key").combine_chunks()
-            hashed = partitions_for_keys(_binary(keys, pa.binary()), count)
-            parts = np.where(unset, hashed, parts)
+            unset = parts < 0
+            if unset.any() and "key" in rows.column_names:
+                hashed = partitions_for_keys(rows.column("key").combine_chunks(), count)
+                parts = np.where(unset, hashed, parts)
+                unset = parts < 0
+        elif "key" in rows.column_names:        # the usual case: every partition from its key
+            parts = partitions_for_keys(rows.column("key").combine_chunks(), count)
+            unset = parts < 0
+        else:
+            parts = np.full(rows.num_rows, -1, np.int64)
             unset = parts < 0
         if unset.any():
             # no partition, no key: sticky to one partition for this batch, then the next
@@ -172,16 +176,15 @@ class BatchStager:
         if parts[0] == parts[-1] and (parts == parts[0]).all():
             self._write(topic, int(parts[0]), rows)      # one partition: no reordering copy
             return
-        # a stable sort of 16-bit keys is numpy's radix sort: linear, not n log n
-        narrow = parts.astype(np.int16) if self._partition_counts[topic] <= 2**15 else parts
-        order = np.argsort(narrow, kind="stable")
-        sorted_parts = parts[order]
-        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [len(sorted_parts)]))
-        for s, e in zip(starts.tolist(), ends.tolist()):
+        # the rows grouped by partition, in order within each (a counting sort)
+        count = self._partition_counts[topic]
+        order, starts = np.empty(len(parts), np.int64), np.zeros(count + 1, np.int64)
+        bad = group_rows(parts, count, order, starts)
+        if bad >= 0:                # _partitions keeps them in range: a bug, not the data
+            raise AssertionError(f"row {bad}: partition {int(parts[bad])} outside 0..{count - 1}")
+        for p in np.flatnonzero(starts[1:] > starts[:-1]).tolist():
             # each partition's rows encoded straight from the batch, in order, not copied out
-            self._write(topic, int(sorted_parts[s]), rows, order[s:e])
+            self._write(topic, p, rows, order[starts[p]:starts[p + 1]])
 
     def _write(self, topic: str, partition: int, rows: pa.Table,
                picked: np.ndarray | None = None) -> None:

@@ -63,6 +63,57 @@ def gather_spans(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray, offse
 
 
 @_njit
+def group_rows(keys: np.ndarray, count: int, order: np.ndarray, starts: np.ndarray) -> int:
+    """A stable counting sort of rows by ``keys``: ``order`` gets the row numbers grouped by
+    key, in row order within a group, and the rows of key ``k`` are
+    ``order[starts[k]:starts[k + 1]]`` (``starts``: ``count + 1`` zeros on entry). Returns -1,
+    or the first row whose key is outside ``[0, count)`` (nothing grouped then). Linear in the
+    rows, where numpy's stable argsort and the diffs that find the groups cost several passes."""
+    for i in range(keys.shape[0]):
+        if keys[i] < 0 or keys[i] >= count:
+            starts[:] = 0
+            return i
+        starts[keys[i] + 1] += 1
+    for k in range(count):
+        starts[k + 1] += starts[k]
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        # starts[k] moves along the group as it fills, then is set back below
+        order[starts[k]] = i
+        starts[k] += 1
+    for k in range(count, 0, -1):
+        starts[k] = starts[k - 1]
+    starts[0] = 0
+    return -1
+
+
+@_njit
+def gather_rows(arr: np.ndarray, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray, at: int,
+                lengths: np.ndarray) -> int:
+    """Copy the values of ``rows`` (in that order) of a binary column without nulls (``arr``
+    its data, ``offsets`` its Arrow offsets, int32 or int64, already sliced to the column) to
+    ``out[at:]``, one after another, each one's length to ``lengths``; returns where they end.
+    When ``out`` is too small nothing is copied and the end they need is returned negated, so
+    the caller grows ``out`` and calls again (one call when it fits, instead of numpy's
+    index, maximum, cumsum and a gather)."""
+    end = at
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        end += offsets[r + 1] - offsets[r]
+    if end > out.shape[0]:
+        return -end
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        start = offsets[r]
+        n = offsets[r + 1] - start
+        lengths[i] = n
+        if n > 0:
+            _copy(out, at, arr, start, n)
+            at += n
+    return end
+
+
+@_njit
 def span_offsets(lengths: np.ndarray, offsets: np.ndarray, limit: int) -> tuple[int, int]:
     """Arrow offsets of a binary column whose values have ``lengths`` (negative = null):
     ``offsets`` (n + 1 entries, int32 or int64) filled, returns ``(total bytes, nulls)``; one

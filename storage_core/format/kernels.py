@@ -5,8 +5,8 @@ behind this facade."""
 
 from __future__ import annotations
 
-from ._kernels import (index_entries, parse_headers, put_record_prefix,  # noqa: F401  (re-exported)
+from ._kernels import (group_rows, index_entries, parse_headers, put_record_prefix,  # noqa: F401  (re-exported)
                        write_rebuilt_records)
 from ._md5 import md5_spans  # noqa: F401  (re-exported)
 
-__all__ = ["index_entries", "md5_spans", "parse_headers", "put_record_prefix", "write_rebuilt_records"]
+__all__ = ["group_rows", "index_entries", "md5_spans", "parse_headers", "put_record_prefix", "write_rebuilt_records"]

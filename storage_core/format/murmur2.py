@@ -14,8 +14,16 @@ _MASK = 0xFFFFFFFF
 
 
 @nb.njit(cache=True, nogil=True)
-def _murmur2_many(data: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
+def _murmur2_many(data: np.ndarray, offsets: np.ndarray, out: np.ndarray, num_partitions: int = 0,
+                  valid: np.ndarray | None = None) -> None:
+    """Every key's hash (``offsets``: the column's own, int32 or int64), or with
+    ``num_partitions`` its partition, ``toPositive(hash) % num_partitions``, and -1 where
+    ``valid`` is false. One body for both: the hash as a function of its own, called per key,
+    ran at less than half the speed under numba, inlined or not."""
     for i in range(out.shape[0]):
+        if valid is not None and not valid[i]:
+            out[i] = -1
+            continue
         start, end = offsets[i], offsets[i + 1]
         length = end - start
         # int64 arithmetic masked to 32 bits: values stay below 2**32 and _M below 2**31, so
@@ -42,7 +50,7 @@ def _murmur2_many(data: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> Non
         h ^= h >> 13
         h = (h * _M) & _MASK
         h ^= h >> 15
-        out[i] = h
+        out[i] = (h & 0x7FFFFFFF) % num_partitions if num_partitions > 0 else h
 
 
 def murmur2(keys: pa.Array) -> np.ndarray:
@@ -58,6 +66,26 @@ def murmur2(keys: pa.Array) -> np.ndarray:
                 else np.zeros(0, np.uint8))
         _murmur2_many(data, offsets, out)
     return out.astype(np.uint32).view(np.int32)
+
+
+def partitions(keys: pa.Array, num_partitions: int) -> np.ndarray:
+    """Kafka's default partitioner over a binary or string column: ``toPositive(murmur2(key))
+    % num_partitions`` for every key (``BuiltInPartitioner.partitionForKey``), -1 for a null
+    key (int64), in one pass over the column's own offsets."""
+    n = len(keys)
+    out = np.empty(n, np.int64)
+    if n:
+        t = keys.type
+        if not (pa.types.is_binary(t) or pa.types.is_string(t)
+                or pa.types.is_large_binary(t) or pa.types.is_large_string(t)):
+            keys = keys.cast(pa.binary())
+        wide = pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type)
+        bufs = keys.buffers()
+        offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32, n + 1, keys.offset * (8 if wide else 4))
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        valid = np.asarray(keys.is_valid()) if keys.null_count else None
+        _murmur2_many(data, offsets, out, num_partitions, valid)
+    return out
 
 
 def murmur2_bytes(data: bytes) -> int:

@@ -37,8 +37,9 @@ with warnings.catch_warnings():
 
     import aiokafka.record.memory_records as aio_memory
 
-from kafka_log_sink.partitioner import murmur2, partitions_for_keys
+from kafka_log_sink.partitioner import partitions_for_keys
 from kafka_log_source.datasource import KafkaLogDataSource
+from storage_core.format import murmur2
 from storage_core.format.columnar import HEADER_TYPE
 from storage_core.log import Log
 
@@ -250,6 +251,17 @@ def test_murmur2_is_kafkas():
                                           b"a-little-bit-long-string"], pa.binary()), 4)
     assert parts.tolist() == [1173551340 % 4, -1, 1357151166 % 4, 479470107 % 4,
                               1161502112 % 4] == [0, -1, 2, 3, 0]
+    # over large types and string keys, sliced, with nulls, against the reference
+    expected = [(ref_murmur2(k) & 0x7FFFFFFF) % 7 for k in many]
+    for t in (pa.binary(), pa.large_binary()):
+        assert partitions_for_keys(pa.array(many, t), 7).tolist() == expected
+        assert partitions_for_keys(pa.array(many, t).slice(5), 7).tolist() == expected[5:]
+    text = [k.hex() for k in many]
+    for t in (pa.string(), pa.large_string()):
+        assert partitions_for_keys(pa.array(text, t), 7).tolist() == \
+            [(ref_murmur2(k.encode()) & 0x7FFFFFFF) % 7 for k in text]
+    holes = pa.array(many[:10] + [None] + many[10:20], pa.large_binary()).slice(3)
+    assert partitions_for_keys(holes, 7).tolist() == expected[3:10] + [-1] + expected[10:20]
 
 
 # ====================================================================== schema checks
