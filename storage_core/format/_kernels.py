@@ -99,6 +99,8 @@ def gather_rows(arr: np.ndarray, offsets: np.ndarray, rows: np.ndarray, out: np.
     end = at
     for i in range(rows.shape[0]):
         r = rows[i]
+        if r < 0 or r >= offsets.shape[0] - 1:          # compiled without bounds checks
+            raise IndexError("a picked row is outside the column")
         end += offsets[r + 1] - offsets[r]
     if end > out.shape[0]:
         return -end

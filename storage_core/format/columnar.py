@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from ..common import INT_MAX, LONG_MAX, wall_ms
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
-from .buffers import ByteBuffer, as_buffer
+from .buffers import ByteBuffer, as_buffer, binary_spans
 from .compression import CompressionType, compress, decompress
 from .log_input_stream import (MIN_RECORD_SIZE, BatchArrays, BatchInfo, LogInputStream,
                                default_max_decompressed, max_records_per_batch, scan_batches,
@@ -520,11 +520,8 @@ def _arrow_bytes(col: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, 
     data buffer is Arrow's own, not a copy."""
     if col is None:
         return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    _, offs_buf, data_buf = col.buffers()
-    width = 8 if pa.types.is_large_binary(col.type) else 4
-    offs = np.frombuffer(offs_buf, np.int64 if width == 8 else np.int32, n + 1, col.offset * width)
+    data, offs = binary_spans(col)
     offs = offs.astype(np.int64)
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
     lens = np.diff(offs)
     if col.null_count:
         lens = np.where(col.is_null().to_numpy(zero_copy_only=False), -1, lens)
@@ -571,28 +568,26 @@ class BinaryBuilder:
         at = np.cumsum(sizes)
         end = self._used + (int(at[-1]) if len(at) else 0)
         at += self._used - sizes
-        if end > len(self._data):
-            grown = np.empty(max(end, 2 * len(self._data)), np.uint8)
-            grown[:self._used] = self._data[:self._used]
-            self._data = grown
+        self._room(end)
         _kernels.gather_spans(data, starts, lengths, at, self._data)
         self._used = end
         self._lengths.append(lengths)
 
+    def _room(self, end: int) -> None:
+        """The buffer grown (doubling) to hold ``end`` bytes, the values held kept."""
+        if end > len(self._data):
+            grown = np.empty(max(end, 2 * len(self._data)), np.uint8)
+            grown[:self._used] = self._data[:self._used]
+            self._data = grown
+
     def _gather_rows(self, col: pa.Array, rows: np.ndarray) -> None:
         """``extend`` of picked rows of a column without nulls: one compiled call over the
         column's own offsets (a sink task's share of each Spark batch comes this way)."""
-        _, offs_buf, data_buf = col.buffers()
-        wide = pa.types.is_large_binary(col.type)
-        offs = np.frombuffer(offs_buf, np.int64 if wide else np.int32, len(col) + 1,
-                             col.offset * (8 if wide else 4))
-        data = np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
+        data, offs = binary_spans(col)
         lengths = np.empty(len(rows), np.int64)
         end = _kernels.gather_rows(data, offs, rows, self._data, self._used, lengths)
         if end < 0:
-            grown = np.empty(max(-end, 2 * len(self._data)), np.uint8)
-            grown[:self._used] = self._data[:self._used]
-            self._data = grown
+            self._room(-end)
             end = _kernels.gather_rows(data, offs, rows, self._data, self._used, lengths)
         self._used = end
         self._lengths.append(lengths)

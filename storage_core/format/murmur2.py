@@ -9,6 +9,8 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from .buffers import binary_spans
+
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
@@ -54,17 +56,10 @@ def _murmur2_many(data: np.ndarray, offsets: np.ndarray, out: np.ndarray, num_pa
 
 
 def murmur2(keys: pa.Array) -> np.ndarray:
-    """Kafka's ``Utils.murmur2`` of every key of a binary column, as Java ints (int32)."""
-    keys = keys.cast(pa.binary()) if keys.type != pa.binary() else keys
-    n = len(keys)
-    out = np.empty(n, np.int64)
-    if n:
-        keys = pa.concat_arrays([keys]) if keys.offset else keys
-        bufs = keys.buffers()
-        offsets = np.frombuffer(bufs[1], np.int32, n + 1, 0).astype(np.int64)
-        data = (np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None
-                else np.zeros(0, np.uint8))
-        _murmur2_many(data, offsets, out)
+    """Kafka's ``Utils.murmur2`` of every key of a binary or string column, as Java ints (int32)."""
+    out = np.empty(len(keys), np.int64)
+    if len(keys):
+        _murmur2_many(*binary_spans(_as_bytes(keys)), out)
     return out.astype(np.uint32).view(np.int32)
 
 
@@ -72,20 +67,20 @@ def partitions(keys: pa.Array, num_partitions: int) -> np.ndarray:
     """Kafka's default partitioner over a binary or string column: ``toPositive(murmur2(key))
     % num_partitions`` for every key (``BuiltInPartitioner.partitionForKey``), -1 for a null
     key (int64), in one pass over the column's own offsets."""
-    n = len(keys)
-    out = np.empty(n, np.int64)
-    if n:
-        t = keys.type
-        if not (pa.types.is_binary(t) or pa.types.is_string(t)
-                or pa.types.is_large_binary(t) or pa.types.is_large_string(t)):
-            keys = keys.cast(pa.binary())
-        wide = pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type)
-        bufs = keys.buffers()
-        offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32, n + 1, keys.offset * (8 if wide else 4))
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    out = np.empty(len(keys), np.int64)
+    if len(keys):
         valid = np.asarray(keys.is_valid()) if keys.null_count else None
-        _murmur2_many(data, offsets, out, num_partitions, valid)
+        _murmur2_many(*binary_spans(_as_bytes(keys)), out, num_partitions, valid)
     return out
+
+
+def _as_bytes(keys: pa.Array) -> pa.Array:
+    """Binary and string columns as they are (their bytes are the key), anything else cast."""
+    t = keys.type
+    if (pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t)
+            or pa.types.is_large_string(t)):
+        return keys
+    return keys.cast(pa.binary())
 
 
 def murmur2_bytes(data: bytes) -> int:

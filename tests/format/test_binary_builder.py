@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,3 +50,15 @@ def test_picked_rows_of_columns_without_nulls_are_gathered_in_order(columns, kin
     assert b.nbytes == sum(map(len, expected))
     got = b.finish()
     assert got.null_count == 0 and got.to_pylist() == expected
+
+
+def test_a_picked_row_outside_the_column_is_an_index_error():
+    """As numpy's indexing would say: the compiled gather checks every picked row, so a wrong
+    index never reads past the column (the kernel is compiled without bounds checks)."""
+    b = BinaryBuilder()
+    col = pa.array([b"a", b"bb", b"ccc", b"dddd"], pa.binary()).slice(1, 2)
+    for bad in ([0, 2], [-1], [5]):
+        with pytest.raises(IndexError):
+            b.extend(col, np.array(bad))
+    b.extend(col, np.array([1, 0]))
+    assert b.finish().to_pylist() == [b"ccc", b"bb"]
