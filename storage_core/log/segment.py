@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from ..common import INT_MAX, LONG_MAX
 from ..config import LogConfig
@@ -462,20 +463,43 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None
                                  ) -> TimestampAndOffset | None:
         """``LogSegment.findOffsetByTimestamp``: the first record with timestamp >= ``timestamp``
-        (and offset >= ``starting_offset``), via the time index then a scan."""
-        from ..format.log_input_stream import batch_records
-
+        (and offset >= ``starting_offset``), via the time index, then the batch headers after
+        it, then the records of the batches whose largest timestamp reaches it."""
         starting_offset = self.base_offset if starting_offset is None else starting_offset
         hint = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(hint.offset, starting_offset)).position
-        for b, chunk, _ in self._walk(start):
+        for b in self.batches(start):
             if b.max_timestamp >= timestamp:
-                for r in batch_records(chunk, b):
-                    if r.timestamp >= timestamp and r.offset >= starting_offset:
-                        epoch = b.header.partition_leader_epoch if b.header is not None else None
-                        return TimestampAndOffset(r.timestamp, r.offset,
-                                                  epoch if epoch is not None and epoch >= 0 else None)
+                found = self._first_record_at(b, timestamp, starting_offset)
+                if found is not None:
+                    return found
         return None
+
+    def _first_record_at(self, b: BatchInfo, timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+        """The first record of batch ``b`` at or after ``timestamp`` and ``starting_offset``: a v2
+        batch read and decoded as a fetch decodes it (CRC checked, errors naming the file and
+        position), its timestamps compared as one column."""
+        from ..format import decode_run
+        from ..format.log_input_stream import batch_records, default_max_decompressed
+
+        limit = default_max_decompressed(self.config.max_message_bytes)
+        if b.magic < 2:             # a legacy entry holds its message(s)
+            for r in batch_records(b"", b, max_decompressed=limit):
+                if r.timestamp >= timestamp and r.offset >= starting_offset:
+                    return TimestampAndOffset(r.timestamp, r.offset)
+            return None
+        try:
+            table = decode_run(self.read_bytes(b.position, b.size), max_decompressed=limit,
+                               max_batch_size=max_batch_read_size(self.config.max_message_bytes)).table
+        except CorruptRecordError as e:
+            raise e.located(source=str(self.log_path), base_position=b.position) from e.__cause__
+        times = table.column("timestamp").combine_chunks().view(pa.int64()).to_numpy()
+        offsets = table.column("offset").to_numpy()
+        hit = np.flatnonzero((times >= timestamp) & (offsets >= starting_offset))
+        if not hit.size:
+            return None
+        epoch = b.v2_header.partition_leader_epoch
+        return TimestampAndOffset(int(times[hit[0]]), int(offsets[hit[0]]), epoch if epoch >= 0 else None)
 
     # -------------------------------------------------------------------------------- recovery
 

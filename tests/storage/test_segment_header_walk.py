@@ -186,3 +186,60 @@ def test_stepping_over_big_batches_reads_their_headers_only(tmp_path: Path,
         assert counting.read <= 9 * (64 << 10), counting.read     # and the lookup's first window
     finally:
         seg.close()
+
+
+def _timed_pieces() -> list[bytes]:
+    """Batches whose record timestamps go back and forth, one with log-append time, one zstd,
+    one of 1 MiB, then magic 1 entries: what a time lookup must get right."""
+    rng = np.random.default_rng(7)
+
+    def batch(base: int, n: int, size: int, **kw) -> bytes:
+        ts = pa.array(1_000_000 + rng.integers(-500, 500, n) + base * 10, pa.int64()).cast(pa.timestamp("ms"))
+        table = pa.table({"value": pa.array([rng.bytes(size) for _ in range(n)], pa.binary()), "timestamp": ts})
+        return bytes(encode_batches(table, base_offset=base, max_batch_bytes=4 * MiB, **kw))
+
+    out = [batch(0, 40, 50), batch(40, 30, 50, compression="zstd"), batch(70, 1000, 1000),
+           batch(1070, 20, 50, timestamp_type=1, log_append_time=1_011_000), batch(1090, 25, 50)]
+    out += [legacy.build_message(1115 + i, b"v", magic=1, timestamp=1_011_500 + 7 * i) for i in range(5)]
+    return out
+
+
+def _records(pieces: list[bytes]) -> list[tuple[int, int]]:
+    """Every record's ``(timestamp, offset)``, decoded by the plain scalar record walk."""
+    from storage_core.format.log_input_stream import LogInputStream, batch_records
+
+    data = b"".join(pieces)
+    return [(r.timestamp, r.offset) for info in LogInputStream(data) for r in batch_records(data, info)]
+
+
+def test_time_lookups_find_the_first_record_at_or_after(tmp_path: Path) -> None:
+    pieces = _timed_pieces()
+    seg = _segment(tmp_path / "t-0", pieces)
+    records = _records(pieces)
+    try:
+        checked = 0
+        for timestamp in range(999_000, 1_012_000, 97):
+            for starting in (0, 45, 1071, 1116):
+                want = next(((t, o) for t, o in records if t >= timestamp and o >= starting), None)
+                got = seg.find_offset_by_timestamp(timestamp, starting)
+                assert (None if got is None else (got.timestamp, got.offset)) == want, (timestamp, starting)
+                checked += want is not None
+        assert checked > 300
+    finally:
+        seg.close()
+
+
+def test_a_corrupt_batch_found_by_a_time_lookup_is_named_with_its_file_position(tmp_path: Path) -> None:
+    pieces = _timed_pieces()
+    big = bytearray(pieces[2])
+    big[500_000] ^= 0xFF                                   # a record byte: the CRC no longer matches
+    pieces[2] = bytes(big)
+    seg = _segment(tmp_path / "t-0", pieces)
+    try:
+        assert seg.find_offset_by_timestamp(0).offset == 0   # the batches before it are fine
+        with pytest.raises(KafkaLogError) as e:
+            seg.find_offset_by_timestamp(1_000_650, 70)
+        assert "00000000000000000000.log" in str(e.value)
+        assert f"position {_starts(pieces)[2]}" in str(e.value)
+    finally:
+        seg.close()
