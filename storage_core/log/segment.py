@@ -183,6 +183,12 @@ class LogSegment:
         for b, _, base in self._walk(start_position, verify=verify):
             yield replace(b, position=b.position + base) if base else b
 
+    def read_batch(self, b: BatchInfo) -> tuple[bytes, BatchInfo] | None:
+        """Batch ``b`` of ``batches`` read whole: its bytes and its info positioned in them, or
+        None when the file no longer holds it (shortened since a reader's open)."""
+        data = self.read_bytes(b.position, b.size)
+        return (data, replace(b, position=0)) if len(data) == b.size else None
+
     def _headers(self, start: int) -> Iterator[BatchInfo]:
         """As Kafka's ``FileLogInputStream``, which reads a batch's header and not its records: a
         window walked by the compiled header scan, a batch longer than it read as its 61-byte
