@@ -8,6 +8,11 @@ against a plain read of the same bytes in the same conditions.
   against the log, the records of every batch a time-index entry names).
 * pread: ``os.pread`` of every ``.log`` file in ``--max-bytes`` reads into new ``bytes`` (the
   baseline: the same bytes through the page cache, nothing decoded).
+* lookups (``--lookups N``, 0 to skip): ``N`` random offsets, each ``Log.fetch(offset,
+  max_bytes=1)`` (lookup-fetch: the batch holding it, decoded), and ``N`` random timestamps,
+  each ``Log.offsets_for_times`` (lookup-time); against ``lookup-pread``: the same offsets, each an ``os.pread`` of
+  the batch holding it, its position taken from a table of every batch made before the clock
+  (the least a lookup must read). Microseconds per call, p50 and p99, in a new process.
 
 The log (``--gib`` of 1000-record batches of 1000-byte values, 128 MiB segments, the shape of
 ``bench/remote_read.py``) is written once into ``--dir`` and reused; the page cache is warm
@@ -15,7 +20,8 @@ The log (``--gib`` of 1000-record batches of 1000-byte values, 128 MiB segments,
 CPU seconds per GiB (user + system of the child) and minor page faults per GiB (memory the
 process had to be given again). Each fetch sweep's record count is checked.
 
-    .venv/bin/python bench/read_sweep.py [--gib 1] [--max-bytes 4194304] [--repeat 3] [--dir /tmp/kafkalog-read-sweep]
+    .venv/bin/python bench/read_sweep.py [--gib 1] [--max-bytes 4194304] [--repeat 3] [--lookups 2000]
+                                         [--dir /tmp/kafkalog-read-sweep]
 """
 
 from __future__ import annotations
@@ -47,6 +53,51 @@ def build(base: Path, gib: float) -> Path:
     remote_read.build(base, int(gib * (1 << 30)))
     done.write_text(str(gib))
     return log_dir
+
+
+def lookups(side: str, log_dir: Path, n: int) -> dict:
+    """``n`` random lookups of ``side`` (the same seeded offsets and timestamps each time):
+    microseconds per call."""
+    import bisect
+    import random
+
+    import numpy as np
+    from remote_read import TS0
+
+    from storage_core.log import Log
+
+    with Log.open(log_dir, read_only=True) as log:
+        start, end = log.log_start_offset, log.log_end_offset
+        rng = random.Random(20261127)
+        offsets = [rng.randrange(start, end) for _ in range(n)]
+        # the bench log's record timestamps are TS0 + offset
+        stamps = [TS0 + rng.randrange(start, end) for _ in range(n)]
+        times: dict[str, list[float]] = {}
+        if side == "lookup":
+            log.fetch(offsets[0], max_bytes=1)
+            log.offsets_for_times(stamps[0])
+            for name, call, args in (("lookup-fetch", lambda o: log.fetch(o, max_bytes=1), offsets),
+                                     ("lookup-time", log.offsets_for_times, stamps)):
+                got = times[name] = []
+                for a in args:
+                    t = time.perf_counter()
+                    call(a)
+                    got.append(time.perf_counter() - t)
+        else:
+            table = [(b.last_offset, fd, b.position, b.size)
+                     for seg in log.segments for fd in [os.open(seg.log_path, os.O_RDONLY)]
+                     for b in seg.batches(0)]
+            lasts = [t[0] for t in table]
+            got = times["lookup-pread"] = []
+            for o in offsets:
+                t = time.perf_counter()
+                _, fd, pos, size = table[bisect.bisect_left(lasts, o)]
+                assert len(os.pread(fd, size, pos)) == size
+                got.append(time.perf_counter() - t)
+            for fd in {t[1] for t in table}:
+                os.close(fd)
+    return {name: [float(np.percentile(v, q)) * 1e6 for q in (50, 99)] + [float(np.mean(v)) * 1e6]
+            for name, v in times.items()}
 
 
 def child(side: str, log_dir: Path, max_bytes: int) -> dict:
@@ -95,9 +146,10 @@ def check_rows(rows: int, records: int) -> None:
         raise SystemExit(f"fetch sweep read {rows:,} records, the log holds {records:,}")
 
 
-def run_side(side: str, log_dir: Path, max_bytes: int) -> dict:
+def run_side(side: str, log_dir: Path, max_bytes: int, n_lookups: int = 0) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", side, "--log-dir", str(log_dir),
-                          "--max-bytes", str(max_bytes)], capture_output=True, text=True, check=True)
+                          "--max-bytes", str(max_bytes), "--lookups", str(n_lookups)],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -107,9 +159,13 @@ def main() -> None:
     ap.add_argument("--max-bytes", type=int, default=4 << 20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-read-sweep")
-    ap.add_argument("--child", choices=["fetch", "verify", "pread"])
+    ap.add_argument("--lookups", type=int, default=2000)
+    ap.add_argument("--child", choices=["fetch", "verify", "pread", "lookup", "lookup-pread"])
     ap.add_argument("--log-dir")
     args = ap.parse_args()
+    if args.child in ("lookup", "lookup-pread"):
+        print(json.dumps(lookups(args.child, Path(args.log_dir), args.lookups)))
+        return
     if args.child:
         print(json.dumps(child(args.child, Path(args.log_dir), args.max_bytes)))
         return
@@ -136,6 +192,20 @@ def main() -> None:
         print(f"{side:8s} {gib * 1024 / b['wall']:8.0f} {b['cpu'] / gib:10.3f} {b['faults'] / gib:11.0f}")
     print(f"fetch / pread = {best['pread']['wall'] / best['fetch']['wall']:.2f}x, "
           f"verify / pread = {best['pread']['wall'] / best['verify']['wall']:.2f}x (by wall time)")
+    if args.lookups:
+        rounds: dict[str, list[list[float]]] = {}
+        for _ in range(args.repeat):
+            for side in ("lookup", "lookup-pread"):
+                for name, v in run_side(side, log_dir, args.max_bytes, args.lookups).items():
+                    rounds.setdefault(name, []).append(v)
+        print(f"{args.lookups} random lookups per round, us per call, the round of the lowest mean of {args.repeat}")
+        print(f"{'':18s} {'p50':>8s} {'p99':>8s} {'mean':>8s}")
+        means = {}
+        for name, v in rounds.items():
+            p50, p99, mean = min(v, key=lambda r: r[2])
+            means[name] = mean
+            print(f"{name:18s} {p50:8.0f} {p99:8.0f} {mean:8.0f}")
+        print(f"lookup-pread / lookup-fetch (by the mean) = {means['lookup-pread'] / means['lookup-fetch']:.2f}x")
 
 
 if __name__ == "__main__":

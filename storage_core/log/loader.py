@@ -284,12 +284,12 @@ class LogLoader:
     # ---------------------------------------------------------------------------- producer state
 
     def read_segment_batches(self, base: int, start: int) -> Iterator[tuple[bytes, BatchInfo]]:
-        """``(chunk, info)`` batches of the segment at ``base`` from (at least) the one holding
+        """``(bytes, info)`` batches of the segment at ``base`` from (at least) the one holding
         ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them."""
         seg = self.local.segments.floor_or_first(base)
         assert seg is not None, "a loaded log always has a segment"
         pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-        return ((chunk, b) for b, chunk, _ in seg._walk(pos))
+        return _with_control_bytes(seg, seg.batches(pos))
 
     def _read_log_batches(self, start: int) -> Iterator[tuple[bytes, BatchInfo]]:
         for seg in self.local.segments.from_floor(start):
@@ -335,6 +335,19 @@ class LogLoader:
 
 
 # ---------------------------------------------------------------------------- checkpoints
+
+def _with_control_bytes(seg: LogSegment, batches: Iterator[BatchInfo]) -> Iterator[tuple[bytes, BatchInfo]]:
+    """``(bytes, info)`` as the producer state replays them (``UnifiedLog.loadProducersFromRecords``
+    reads batch headers, and a control batch's marker record): a control batch read whole,
+    any other one its header alone (no bytes; ``info`` at its file position)."""
+    for b in batches:
+        if b.header is None or not b.header.is_control:
+            yield b"", b
+        elif (got := seg.read_batch(b)) is not None:
+            yield got
+        else:
+            return
+
 
 def write_partition_checkpoints(directory: Path, recovery_point: int, log_start_offset: int,
                                 first_base_offset: int) -> None:

@@ -147,11 +147,11 @@ class LocalLog:
 
     @staticmethod
     def read_parts(segments: list[LogSegment], offset: int, max_bytes: int,
-                   min_one_message: bool = True) -> list[tuple[LogSegment, int, bytes]]:
+                   min_one_message: bool = True) -> list[tuple[LogSegment, int, bytes | memoryview]]:
         """Whole batches from the one holding ``offset``, as ``(segment, file position, bytes)``
         per segment read, at most ``max_bytes`` of them (one larger first batch is let through
         with ``min_one_message``); ``segments`` start with the one holding ``offset``."""
-        parts: list[tuple[LogSegment, int, bytes]] = []
+        parts: list[tuple[LogSegment, int, bytes | memoryview]] = []
         budget = max_bytes
         for seg in segments:
             got = seg.read(offset, budget, min_one_message=min_one_message and not parts)

@@ -399,10 +399,10 @@ class Log:
         segments until the budget is spent; a broker's fetch stops at a segment's end, a reader
         here does not need to."""
         parts = [data for _, _, data in self._read_parts(offset, max_bytes, min_one_message)]
-        return b"".join(parts) if len(parts) != 1 else parts[0]
+        return b"".join(parts) if len(parts) != 1 else bytes(parts[0])
 
     def _read_parts(self, offset: int, max_bytes: int, min_one_message: bool = True
-                    ) -> list[tuple[LogSegment, int, bytes]]:
+                    ) -> list[tuple[LogSegment, int, bytes | memoryview]]:
         """``read_raw``'s bytes as ``(segment, file position, bytes)`` per segment read."""
         with self._lock:
             self._check_in_range(offset)

@@ -82,7 +82,7 @@ def is_read_committed(isolation: str) -> bool:
     return isolation == "read_committed"
 
 
-def fetched(parts: list[tuple[LogSegment, int, bytes]], segments: list[LogSegment], offset: int,
+def fetched(parts: list[tuple[LogSegment, int, bytes | memoryview]], segments: list[LogSegment], offset: int,
             upper: int, *, max_bytes: int, committed: bool, aborts_from_markers: bool,
             max_message_bytes: int) -> FetchResult:
     """What ``Log.fetch`` returns for the bytes ``parts`` read from ``offset`` (``segments``: the
@@ -120,7 +120,7 @@ def fetched(parts: list[tuple[LogSegment, int, bytes]], segments: list[LogSegmen
     return FetchResult(table if keep is None else table.filter(keep), next_offset)
 
 
-def _decode_parts(parts: list[tuple[LogSegment, int, bytes]], max_bytes: int, max_message_bytes: int
+def _decode_parts(parts: list[tuple[LogSegment, int, bytes | memoryview]], max_bytes: int, max_message_bytes: int
                   ) -> tuple[pa.Table, int]:
     """The records of ``_read_parts``' bytes and the offset after the last batch decoded
     (-1: none). Decoding stops after the batch whose records take the decoded size to

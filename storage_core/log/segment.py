@@ -5,6 +5,10 @@ offsets and timestamps through its indexes, recovers itself by validating every 
 rebuilding its indexes, and knows when it should roll. Reads are positioned reads (``pread``) of
 the file, never a map of it: they never block the writer, see exactly the bytes appended so far,
 and a writer in another process that shortens the file cannot fault a reader (SIGBUS).
+
+It holds Kafka's ``LogSegment`` and the walks of the ``.log`` that Kafka keeps in ``FileRecords``
+(``batchesFrom``, ``searchForOffsetFromPosition``), which read the same descriptor under the same
+size: a little over 700 lines.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from ..common import INT_MAX, LONG_MAX
 from ..config import LogConfig
@@ -26,8 +31,8 @@ from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, Rec
 from ..format import kernels
 from ..format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
                                       scan_batches)
-from ..format.batch_header import LOG_OVERHEAD, BatchField, read_field
-from ..format.record_batch import HEADER_SIZE_UP_TO_MAGIC
+from ..format.batch_header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchField, read_field
+from ..format.record_batch import HEADER_SIZE_UP_TO_MAGIC, BatchHeader
 from ..index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, copy_all, filename_prefix,
@@ -170,8 +175,52 @@ class LogSegment:
             pos += size
 
     def batches(self, start_position: int = 0, *, verify: bool = False) -> Iterator[BatchInfo]:
-        """Shallow walk of the batches from ``start_position``, with file positions."""
+        """Shallow walk of the batches from ``start_position``, with file positions; without
+        ``verify`` (no CRC to check) v2 batches are stepped over by their headers (``_headers``)."""
+        if not verify:
+            yield from self._headers(start_position)
+            return
         for b, _, base in self._walk(start_position, verify=verify):
+            yield replace(b, position=b.position + base) if base else b
+
+    def read_batch(self, b: BatchInfo) -> tuple[bytes, BatchInfo] | None:
+        """Batch ``b`` of ``batches`` read whole: its bytes and its info positioned in them, or
+        None when the file no longer holds it (shortened since a reader's open)."""
+        data = self.read_bytes(b.position, b.size)
+        return (data, replace(b, position=0)) if len(data) == b.size else None
+
+    def _headers(self, start: int) -> Iterator[BatchInfo]:
+        """As Kafka's ``FileLogInputStream``, which reads a batch's header and not its records: a
+        window walked by the compiled header scan, a batch longer than it read as its 61-byte
+        header (1 MiB batches are not read whole to find an offset). Anything else (legacy, a
+        size or magic the walk refuses, a partial batch) is left to ``batches(verify=True)``'s
+        walk from there, which yields or raises as it always has."""
+        end = self._size
+        pos = start
+        limit = max_batch_read_size(self.config.max_message_bytes)
+        window = _FIND_WINDOW
+        while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+            chunk = os.pread(self._fd, min(window, end - pos), pos)
+            try:
+                scan = scan_batches(chunk, max_batch_size=limit)
+            except CorruptRecordError:
+                break                   # _walk raises it, located, after the batches before it
+            if len(scan):
+                for i in range(len(scan)):
+                    yield scan.info(i, shift=pos)
+                pos += scan.end
+                window = _CHUNK         # a long walk: fewer, larger reads
+                continue
+            if scan.legacy_at_end or len(chunk) < RECORD_BATCH_OVERHEAD:
+                break
+            header = BatchHeader.parse(chunk)
+            size = LOG_OVERHEAD + header.batch_length
+            if header.magic != 2 or size < RECORD_BATCH_OVERHEAD or size > LOG_OVERHEAD + limit \
+                    or pos + size > end:
+                break
+            yield BatchInfo(pos, size, 2, header=header)
+            pos += size
+        for b, _, base in self._walk(pos):
             yield replace(b, position=b.position + base) if base else b
 
     @property
@@ -384,7 +433,7 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = True) -> tuple[int, bytes] | None:
+             min_one_message: bool = True) -> tuple[int, bytes | memoryview] | None:
         """Whole batches from the one holding ``start_offset`` (it may begin below it), at most
         ``max_size`` bytes unless ``min_one_message`` lets a single larger first batch through.
         Returns ``(position, bytes)`` or None past the end."""
@@ -414,25 +463,49 @@ class LogSegment:
                     break
                 end = b.position + b.size
             return found.position, self.read_bytes(found.position, end - found.position)
-        return found.position, data[:scan.end] if scan.end != len(data) else data
+        # the whole batches, not a copy of them (a fetch decodes them, read_raw joins them)
+        return found.position, memoryview(data)[:scan.end] if scan.end != len(data) else data
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None
                                  ) -> TimestampAndOffset | None:
         """``LogSegment.findOffsetByTimestamp``: the first record with timestamp >= ``timestamp``
-        (and offset >= ``starting_offset``), via the time index then a scan."""
-        from ..format.log_input_stream import batch_records
-
+        (and offset >= ``starting_offset``), via the time index, then the batch headers after
+        it, then the records of the batches whose largest timestamp reaches it."""
         starting_offset = self.base_offset if starting_offset is None else starting_offset
         hint = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(hint.offset, starting_offset)).position
-        for b, chunk, _ in self._walk(start):
+        for b in self.batches(start):
             if b.max_timestamp >= timestamp:
-                for r in batch_records(chunk, b):
-                    if r.timestamp >= timestamp and r.offset >= starting_offset:
-                        epoch = b.header.partition_leader_epoch if b.header is not None else None
-                        return TimestampAndOffset(r.timestamp, r.offset,
-                                                  epoch if epoch is not None and epoch >= 0 else None)
+                found = self._first_record_at(b, timestamp, starting_offset)
+                if found is not None:
+                    return found
         return None
+
+    def _first_record_at(self, b: BatchInfo, timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+        """The first record of batch ``b`` at or after ``timestamp`` and ``starting_offset``: a v2
+        batch read and decoded as a fetch decodes it (CRC checked, errors naming the file and
+        position), its timestamps compared as one column."""
+        from ..format import decode_run
+        from ..format.log_input_stream import batch_records, default_max_decompressed
+
+        limit = default_max_decompressed(self.config.max_message_bytes)
+        if b.magic < 2:             # a legacy entry holds its message(s)
+            for r in batch_records(b"", b, max_decompressed=limit):
+                if r.timestamp >= timestamp and r.offset >= starting_offset:
+                    return TimestampAndOffset(r.timestamp, r.offset)
+            return None
+        try:
+            table = decode_run(self.read_bytes(b.position, b.size), max_decompressed=limit,
+                               max_batch_size=max_batch_read_size(self.config.max_message_bytes)).table
+        except CorruptRecordError as e:
+            raise e.located(source=str(self.log_path), base_position=b.position) from e.__cause__
+        times = table.column("timestamp").combine_chunks().view(pa.int64()).to_numpy()
+        offsets = table.column("offset").to_numpy()
+        hit = np.flatnonzero((times >= timestamp) & (offsets >= starting_offset))
+        if not hit.size:
+            return None
+        epoch = b.v2_header.partition_leader_epoch
+        return TimestampAndOffset(int(times[hit[0]]), int(offsets[hit[0]]), epoch if epoch >= 0 else None)
 
     # -------------------------------------------------------------------------------- recovery
 

@@ -216,12 +216,15 @@ def aborted_by_markers(table: pa.Table, segments: list[LogSegment], next_offset:
             position = start.position if start is not None else 0
             if seg.base_offset <= next_offset and start is None:
                 continue
-            for b, chunk, _ in seg._walk(position):
+            for b in seg.batches(position):        # headers; only a marker's batch is read
                 h = b.header
                 if h is None or not h.is_control or h.producer_id not in pending or \
                         b.base_offset < next_offset:
                     continue
-                kind = ControlRecordType.parse(batch_records(chunk, b)[0].key)
+                got = seg.read_batch(b)
+                if got is None:
+                    break                                # shortened since this reader's open
+                kind = ControlRecordType.parse(batch_records(*got)[0].key)
                 if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
                     markers.setdefault(h.producer_id, []).append(
                         (b.base_offset, kind is ControlRecordType.ABORT))
