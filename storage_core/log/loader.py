@@ -285,7 +285,8 @@ class LogLoader:
 
     def read_segment_batches(self, base: int, start: int) -> Iterator[tuple[bytes, BatchInfo]]:
         """``(bytes, info)`` batches of the segment at ``base`` from (at least) the one holding
-        ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them."""
+        ``start``, as ``ProducerStateManager.rebuild_producer_state`` reads them: headers, and the
+        bytes of control batches only (``_with_control_bytes``)."""
         seg = self.local.segments.floor_or_first(base)
         assert seg is not None, "a loaded log always has a segment"
         pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0

@@ -213,10 +213,11 @@ class LogSegment:
                 continue
             if scan.legacy_at_end or len(chunk) < RECORD_BATCH_OVERHEAD:
                 break
+            # the scan has refused a length below a header's or above the limit: what is left
+            # to tell is a magic it did not reach (after the window) and the end of the file
             header = BatchHeader.parse(chunk)
             size = LOG_OVERHEAD + header.batch_length
-            if header.magic != 2 or size < RECORD_BATCH_OVERHEAD or size > LOG_OVERHEAD + limit \
-                    or pos + size > end:
+            if header.magic != 2 or pos + size > end:
                 break
             yield BatchInfo(pos, size, 2, header=header)
             pos += size

@@ -646,7 +646,8 @@ class ProducerStateManager:
         two segment bases and ``last_offset`` instead of scanning. Otherwise the state is
         reloaded from the latest snapshot <= ``last_offset`` and every segment from the map end
         offset on is replayed; ``read_segment(base_offset, start_offset)`` yields that segment's
-        ``(buf, info)`` batches from (at least) the one holding ``start_offset``. Snapshots are
+        ``(buf, info)`` batches from (at least) the one holding ``start_offset`` (only a control
+        batch's bytes are read, for its marker: ``buf`` may be empty for the others). Snapshots are
         taken at the last two segment bases passed and at ``last_offset``."""
         bases = sorted(segment_base_offsets)
         to_snapshot = [bases[-2]] if len(bases) > 1 else []

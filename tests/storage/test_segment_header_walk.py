@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from storage_core.config import LogConfig
 from storage_core.errors import KafkaLogError
@@ -241,5 +243,70 @@ def test_a_corrupt_batch_found_by_a_time_lookup_is_named_with_its_file_position(
             seg.find_offset_by_timestamp(1_000_650, 70)
         assert "00000000000000000000.log" in str(e.value)
         assert f"position {_starts(pieces)[2]}" in str(e.value)
+    finally:
+        seg.close()
+
+
+_POOL: list[bytes] = []
+
+
+def _pool() -> list[bytes]:
+    """Batches of every size class (a few bytes, a window's worth, past a megabyte) and legacy
+    entries, made once: the shallow walks do not look at offsets' order."""
+    if not _POOL:
+        _POOL.extend([_batch(0, 1, 10), _batch(1, 3, 5_000), _batch(4, 1, 70_000),
+                      _batch(5, 1, 1_200_000), _batch(6, 40, 30),
+                      legacy.build_message(50, b"w" * 300, magic=0),
+                      legacy.build_message(51, b"w" * 90_000, magic=1)])
+    return _POOL
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(picks=st.lists(st.integers(0, 6), min_size=1, max_size=7),
+       damage=st.one_of(st.none(),
+                        st.tuples(st.just("byte"), st.integers(0, 6), st.integers(0, 79), st.integers(1, 255)),
+                        st.tuples(st.just("length"), st.integers(0, 6), st.integers(-5, 3_000_000)),
+                        st.tuples(st.just("cut"), st.floats(0.0, 1.0))),
+       first=st.integers(0, 6))
+def test_header_walk_agrees_with_the_full_walk_on_damaged_segments(picks, damage, first) -> None:
+    """Any run of batches and entries, one damage (a byte of a header, a length field, the
+    file cut short): both walks yield the same batches, then end or raise the same error."""
+    import tempfile
+
+    pieces = [_pool()[i] for i in picks]
+    data = bytearray(b"".join(pieces))
+    starts = _starts(pieces)
+    if damage is not None and damage[0] == "byte":
+        at = starts[damage[1] % len(pieces)] + damage[2]
+        if at < len(data):
+            data[at] ^= damage[3]
+    elif damage is not None and damage[0] == "length":
+        at = starts[damage[1] % len(pieces)]
+        data[at + 8:at + 12] = struct.pack(">i", damage[2])
+    elif damage is not None:
+        data = data[:int(len(data) * damage[1])]
+    with tempfile.TemporaryDirectory() as d:
+        seg = _segment(Path(d) / "t-0", [bytes(data)])
+        try:
+            got, error = _same_as_full_walk(seg, starts[first % len(pieces)])
+            event("raised" if error else f"ended after {min(len(got), 3)}+ batches")
+        finally:
+            seg.close()
+
+
+def test_a_claim_past_the_readers_limit_is_refused_though_the_file_holds_it(tmp_path: Path) -> None:
+    """A length field above the readers' limit (64 MiB at least) is corruption even where the
+    file is long enough for it (a sparse file here): neither walk steps over it."""
+    pieces = _mixed()
+    claim = 65 << 20
+    seg_dir = tmp_path / "t-0"
+    seg = _segment(seg_dir, pieces + [_with_length(_batch(64, 1, 10), claim)])
+    seg.close()
+    os.truncate(seg_dir / "00000000000000000000.log", sum(map(len, pieces)) + claim + 12 + 4096)
+    seg = LogSegment.open(seg_dir, 0, LogConfig(), writable=False)
+    try:
+        got, error = _same_as_full_walk(seg, _starts(pieces)[-1])
+        assert len(got) == 1 and error is not None and "exceeds the largest allowable" in error[1], error
     finally:
         seg.close()
