@@ -253,6 +253,48 @@ def parse_records(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.nd
 
 
 @_njit
+def record_columns(counts: np.ndarray, base_offset: np.ndarray, base_timestamp: np.ndarray,
+                   max_timestamp: np.ndarray, attributes: np.ndarray, producer_id: np.ndarray,
+                   fields: np.ndarray, lat_mask: int, txn_mask: int, control_mask: int,
+                   offsets: np.ndarray, timestamps: np.ndarray, timestamp_types: np.ndarray,
+                   producer_ids: np.ndarray, transactional: np.ndarray, control: np.ndarray,
+                   header_offsets: np.ndarray) -> int:
+    """The per-record columns of ``parse_records``' ``fields`` in one pass over the batches of
+    ``counts`` records: offset (base + delta), timestamp (the batch's max under log-append
+    time, ``DefaultRecordBatch``'s rule, else base + delta), timestamp type (0/1), producer id,
+    the transactional and control flags as Arrow bitmaps (``transactional`` and ``control``
+    zeroed, a bit per record) and the header list offsets (``header_offsets[0]`` = 0). Returns
+    the first batch whose offset deltas do not increase strictly from 0 (``len(counts)`` if
+    none), which the caller refuses."""
+    header_offsets[0] = 0
+    bad = counts.shape[0]
+    i = 0
+    for b in range(counts.shape[0]):
+        attrs = attributes[b]
+        lat = (attrs & lat_mask) != 0
+        txn = (attrs & txn_mask) != 0
+        ctl = (attrs & control_mask) != 0
+        base, pid, maxts, basets = base_offset[b], producer_id[b], max_timestamp[b], base_timestamp[b]
+        prev = np.int64(-1)
+        for _ in range(counts[b]):
+            d = fields[1, i]
+            if d <= prev and bad == counts.shape[0]:   # prev starts at -1: a negative first delta too
+                bad = b
+            prev = d
+            offsets[i] = base + d
+            timestamps[i] = maxts if lat else basets + fields[0, i]
+            timestamp_types[i] = 1 if lat else 0
+            producer_ids[i] = pid
+            if txn:
+                transactional[i >> 3] |= np.uint8(1 << (i & 7))
+            if ctl:
+                control[i >> 3] |= np.uint8(1 << (i & 7))
+            header_offsets[i + 1] = header_offsets[i] + fields[6, i]
+            i += 1
+    return bad
+
+
+@_njit
 def parse_headers(arr: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, hcount: np.ndarray,
                   out: np.ndarray) -> int:
     """Header boundaries of records already validated by ``parse_records``: ``out`` is

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..common import INT_MAX, LONG_MAX, wall_ms
+from ..common import INT_MAX, LONG_MAX, LONG_MIN, wall_ms
 from ..errors import CorruptRecordError, InvalidConfigError
 from . import _kernels, legacy
 from .buffers import ByteBuffer, as_buffer, binary_spans
@@ -176,11 +176,11 @@ def check_offset_order(scan: BatchArrays, after: int, source: str | None) -> Non
     means"). A reader of an unrecovered file raises at it rather than serve offsets twice."""
     base, delta = scan.base_offset, scan.column("last_offset_delta")
     prev_next = np.empty(len(scan), np.int64)
-    prev_next[0] = after if after >= 0 else np.iinfo(np.int64).min
+    prev_next[0] = after if after >= 0 else LONG_MIN
     prev_next[1:] = base[:-1] + delta[:-1] + 1
     # the next offset, last + 1, must fit a long too (as ``check_stored_batches`` rules)
     bad = np.flatnonzero((delta < 0) | (base < prev_next)
-                         | (base > np.iinfo(np.int64).max - 1 - np.maximum(delta, 0)))
+                         | (base > LONG_MAX - 1 - np.maximum(delta, 0)))
     if bad.size:
         i = int(bad[0])
         if delta[i] < 0:
@@ -193,10 +193,11 @@ def check_offset_order(scan: BatchArrays, after: int, source: str | None) -> Non
         raise _corrupt(reason, scan.info(i), source)
 
 
-def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays, *, bounded: bool = True) -> int:
+def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays) -> int:
     """The index of the first batch whose records' offset deltas do not increase strictly
     within ``[0, lastOffsetDelta]`` (``deltas``: every record's, the batches in order), or
-    ``len(scan)``. ``bounded=False``: only from 0 up, strictly (a read's check: Java's
+    ``len(scan)``: what a valid batch holds (the validator's check). A read refuses less:
+    deltas that do not increase strictly from 0 (``_kernels.record_columns``; Java's
     iterators read a delta past lastOffsetDelta as it is)."""
     counts = scan.records_count
     if not deltas.size:
@@ -204,9 +205,7 @@ def first_bad_offset_deltas(deltas: np.ndarray, scan: BatchArrays, *, bounded: b
     batch_of = np.repeat(np.arange(len(scan)), counts)
     starts = np.zeros(deltas.size, bool)
     starts[(np.cumsum(counts) - counts)[counts > 0]] = True
-    bad = deltas < 0
-    if bounded:
-        bad |= deltas > scan.column("last_offset_delta")[batch_of]
+    bad = (deltas < 0) | (deltas > scan.column("last_offset_delta")[batch_of])
     bad[1:] |= ~starts[1:] & (deltas[1:] <= deltas[:-1])
     hit = np.flatnonzero(bad)
     return int(batch_of[hit[0]]) if hit.size else len(scan)
@@ -299,41 +298,30 @@ def _decode_v2(buf: ByteBuffer, scan: BatchArrays, limit: int, source: str | Non
 
 def _decode_group(data: ByteBuffer, scan: BatchArrays, lo: np.ndarray, hi: np.ndarray,
                   source: str | None) -> pa.Table:
-    counts = scan.records_count
-    n = int(counts.sum())
     fields, keys, values = record_fields(data, scan, lo, hi, source, gather=True)
-    arr = np.frombuffer(data, np.uint8)
-    ts_delta, off_delta, kstart, klen, vstart, vlen, hcount = fields
-    bad = first_bad_offset_deltas(off_delta, scan, bounded=False)
+    n = fields.shape[1]
+    offsets, timestamps, producer_ids = np.empty((3, n), np.int64)
+    timestamp_types = np.empty(n, np.int32)
+    flags = np.zeros((2, (n + 7) // 8), np.uint8)          # transactional, control: Arrow bitmaps
+    header_offsets = np.empty(n + 1, np.int32)
+    bad = _kernels.record_columns(scan.records_count, scan.base_offset, scan.column("base_timestamp"),
+                                  scan.max_timestamp, scan.column("attributes"), scan.column("producer_id"),
+                                  fields, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK, CONTROL_FLAG_MASK,
+                                  offsets, timestamps, timestamp_types, producer_ids, flags[0], flags[1],
+                                  header_offsets)
     if bad < len(scan):        # records served out of order or twice otherwise
         raise _corrupt("Record offset deltas of the batch do not increase", scan.info(bad),
                        source)
-    attrs = scan.column("attributes")
-    if len(scan) == 1:           # a lookup's one batch: scalars broadcast, nothing to repeat
-        def per_record(column: np.ndarray) -> np.ndarray:
-            return np.full(n, column[0], column.dtype)
-    else:
-        batch_of = np.repeat(np.arange(len(scan)), counts)
-
-        def per_record(column: np.ndarray) -> np.ndarray:
-            return column[batch_of]
-    rec_lat = per_record((attrs & TIMESTAMP_TYPE_MASK) != 0)
-    if rec_lat.any():
-        timestamps = np.where(rec_lat, per_record(scan.max_timestamp),
-                              per_record(scan.column("base_timestamp")) + ts_delta)
-    else:
-        timestamps = per_record(scan.column("base_timestamp")) + ts_delta
-    offsets = per_record(scan.base_offset) + off_delta
     return pa.Table.from_arrays([
         _fixed(offsets, pa.int64()),
         _fixed(timestamps, TIMESTAMP_TYPE),
-        _fixed(rec_lat.astype(np.int32), pa.int32()),
+        _fixed(timestamp_types, pa.int32()),
         keys,
         values,
-        _headers_column(arr, vstart, vlen, hcount),
-        _fixed(per_record(scan.column("producer_id")), pa.int64()),
-        pa.array(per_record((attrs & TRANSACTIONAL_FLAG_MASK) != 0)),
-        pa.array(per_record((attrs & CONTROL_FLAG_MASK) != 0)),
+        _headers_column(np.frombuffer(data, np.uint8), fields[4], fields[5], fields[6], header_offsets),
+        _fixed(producer_ids, pa.int64()),
+        pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(flags[0])]),
+        pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(flags[1])]),
     ], schema=SCHEMA)
 
 
@@ -455,10 +443,8 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
 
 
 def _headers_column(arr: np.ndarray, vstart: np.ndarray, vlen: np.ndarray,
-                    hcount: np.ndarray) -> pa.Array:
-    n = hcount.shape[0]
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(hcount, out=offsets[1:])
+                    hcount: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """The headers list column; ``offsets``: the lists' offsets (the running sum of ``hcount``)."""
     total = int(offsets[-1])
     if total == 0:
         return pa.ListArray.from_arrays(_fixed(offsets, pa.int32()), _NO_HEADERS)

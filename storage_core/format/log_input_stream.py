@@ -342,7 +342,7 @@ def iter_records(buf: ByteBuffer, start: int = 0, end: int | None = None, *, sou
                  max_decompressed: int | None = None) -> Iterator[tuple[BatchInfo, Record]]:
     """The deep walk: every record of every complete batch, with the batch it came from. A v2
     batch whose records' offset deltas do not increase strictly from 0 is refused, as the
-    columnar read refuses it (``columnar.first_bad_offset_deltas``, ``bounded=False``): its
+    columnar read refuses it (``_kernels.record_columns``): its
     records would be served out of order or twice."""
     for info in LogInputStream(buf, start, end, verify=True, source=source):
         try:

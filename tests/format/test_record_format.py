@@ -1254,6 +1254,34 @@ def test_non_increasing_offsets_refused(deltas):
         build_batch([RecordInput(b"a"), RecordInput(b"b")], base_offset=10, offset_deltas=deltas)
 
 
+def _record_at(delta: int, value: bytes) -> bytes:
+    return _exact(b"\x00" + encode_varlong(0) + encode_varint(delta), NULL,
+                  encode_varint(len(value)), value, encode_varint(0))
+
+
+@pytest.mark.parametrize("deltas, refused", [
+    ([0, 1, 2], False), ([0, 5, 9], False), ([3, 4], False),     # gaps, a first delta above 0
+    ([0, 0], True), ([1, 0], True), ([-1, 0], True), ([0, 2, 2], True), ([0, -3], True)])
+def test_reads_refuse_offset_deltas_that_do_not_increase(deltas, refused):
+    """A batch whose records' offset deltas do not increase strictly from 0 would serve offsets
+    out of order or twice: the columnar read refuses it naming the batch (in whichever batch of
+    a run it lies), as the record-at-a-time walk does; gaps and a first delta above 0 (a
+    compacted batch) are read as they are."""
+    good = wrap_records(_record_at(0, b"a") + _record_at(1, b"b"), count=2)
+    batch = wrap_records(b"".join(_record_at(d, b"v%d" % i) for i, d in enumerate(deltas)),
+                         count=len(deltas), base_offset=10)
+    buf = good + batch + good
+    if not refused:
+        assert decode_batches(buf).column("offset").to_pylist() == [0, 1] + [10 + d for d in deltas] + [0, 1]
+        assert [r.offset for _, r in iter_records(buf)] == [0, 1] + [10 + d for d in deltas] + [0, 1]
+        return
+    with pytest.raises(CorruptRecordError, match="offset deltas of the batch do not increase") as e:
+        decode_batches(buf)
+    assert e.value.position == len(good) and e.value.offset == 10
+    with pytest.raises(CorruptRecordError, match="do not increase"):
+        list(iter_records(buf))
+
+
 def test_offset_gaps_are_kept():
     """kafka_format.md 18.12 (the shape testFilterToAlreadyCompactedLog leaves): records 5, 8,
     10 of a batch based at 0 keep their offsets; lastOffset is 10."""

@@ -107,12 +107,17 @@ def clean(directory: Path, now_ms: int) -> int:
     renames = [0]
     real_rename, real_replace = os.rename, os.replace
 
+    inside = os.path.abspath(directory) + os.sep
+
     def counted(real):
-        def rename(*args, **kwargs):
-            renames[0] += 1
-            if renames[0] == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return real(*args, **kwargs)
+        def rename(src, *args, **kwargs):
+            # only the log's files: numba writes its kernel cache by os.replace too, when the
+            # kernels were compiled afresh in this process (a cold or stale cache)
+            if os.path.abspath(src).startswith(inside):
+                renames[0] += 1
+                if renames[0] == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return real(src, *args, **kwargs)
         return rename
 
     os.rename, os.replace = counted(real_rename), counted(real_replace)
