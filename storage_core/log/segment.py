@@ -193,8 +193,8 @@ class LogSegment:
         """As Kafka's ``FileLogInputStream``, which reads a batch's header and not its records: a
         window walked by the compiled header scan, a batch longer than it read as its 61-byte
         header (1 MiB batches are not read whole to find an offset). Anything else (legacy, a
-        size or magic the walk refuses, a partial batch) is left to ``batches(verify=True)``'s
-        walk from there, which yields or raises as it always has."""
+        size or magic the walk refuses, a partial batch) is left to the full walk (``_walk``)
+        from there, which yields or raises as it always has."""
         end = self._size
         pos = start
         limit = max_batch_read_size(self.config.max_message_bytes)
