@@ -84,18 +84,20 @@ def lookups(side: str, log_dir: Path, n: int) -> dict:
                     call(a)
                     got.append(time.perf_counter() - t)
         else:
-            table = [(b.last_offset, fd, b.position, b.size)
-                     for seg in log.segments for fd in [os.open(seg.log_path, os.O_RDONLY)]
-                     for b in seg.batches(0)]
-            lasts = [t[0] for t in table]
-            got = times["lookup-pread"] = []
-            for o in offsets:
-                t = time.perf_counter()
-                _, fd, pos, size = table[bisect.bisect_left(lasts, o)]
-                assert len(os.pread(fd, size, pos)) == size
-                got.append(time.perf_counter() - t)
-            for fd in {t[1] for t in table}:
-                os.close(fd)
+            fds = [os.open(seg.log_path, os.O_RDONLY) for seg in log.segments]
+            try:
+                table = [(b.last_offset, fd, b.position, b.size)
+                         for seg, fd in zip(log.segments, fds) for b in seg.batches(0)]
+                lasts = [t[0] for t in table]
+                got = times["lookup-pread"] = []
+                for o in offsets:
+                    t = time.perf_counter()
+                    _, fd, pos, size = table[bisect.bisect_left(lasts, o)]
+                    assert len(os.pread(fd, size, pos)) == size
+                    got.append(time.perf_counter() - t)
+            finally:
+                for fd in fds:      # every segment's, an empty one's too
+                    os.close(fd)
     return {name: [float(np.percentile(v, q)) * 1e6 for q in (50, 99)] + [float(np.mean(v)) * 1e6]
             for name, v in times.items()}
 
