@@ -13,6 +13,12 @@ against a plain read of the same bytes in the same conditions.
   each ``Log.offsets_for_times`` (lookup-time); against ``lookup-pread``: the same offsets, each an ``os.pread`` of
   the batch holding it, its position taken from a table of every batch made before the clock
   (the least a lookup must read). Microseconds per call, p50 and p99, in a new process.
+* opens (``--opens N``, 0 to skip): ``N`` read-only opens (and closes) of a partition of
+  ``--open-segments`` one-batch segments, what planning a query pays per partition
+  (``Log.open(read_only=True)``: every segment's ``.log`` and indexes opened, the log end read);
+  against ``open-files``: a listing of the directory and an ``os.open``, ``fstat`` and ``close`` of
+  each segment's ``.log``, ``.index`` and ``.timeindex`` (the files such an open holds).
+  Milliseconds per open, p50 and mean, in a new process.
 
 The log (``--gib`` of 1000-record batches of 1000-byte values, 128 MiB segments, the shape of
 ``bench/remote_read.py``) is written once into ``--dir`` and reused; the page cache is warm
@@ -21,6 +27,7 @@ CPU seconds per GiB (user + system of the child) and minor page faults per GiB (
 process had to be given again). Each fetch sweep's record count is checked.
 
     .venv/bin/python bench/read_sweep.py [--gib 1] [--max-bytes 4194304] [--repeat 3] [--lookups 2000]
+                                         [--opens 20] [--open-segments 2000]
                                          [--dir /tmp/kafkalog-read-sweep]
 """
 
@@ -102,6 +109,52 @@ def lookups(side: str, log_dir: Path, n: int) -> dict:
             for name, v in times.items()}
 
 
+def build_many(base: Path, segments: int) -> Path:
+    """A partition of ``segments`` segments of one small batch each, written once and reused."""
+    import pyarrow as pa
+
+    from storage_core.config import LogConfig
+    from storage_core.format import encode_batches
+    from storage_core.log import Log
+
+    log_dir = base / "many" / f"segments{segments}-0"
+    done = log_dir.parent / f"built-{segments}"
+    if done.exists():
+        return log_dir
+    import shutil
+    shutil.rmtree(log_dir.parent, ignore_errors=True)
+    with Log.open(log_dir, LogConfig(segment_bytes=2000)) as log:
+        for _ in range(segments):
+            log.append_raw(encode_batches(pa.table({"value": pa.array([b"x" * 1500])}),
+                                          base_offset=log.log_end_offset))
+        log.flush()
+    done.write_text("")
+    return log_dir
+
+
+def opens(side: str, log_dir: Path, n: int) -> dict:
+    """``n`` read-only opens of ``side``: milliseconds per open, p50 and mean."""
+    import numpy as np
+
+    from storage_core.log import Log
+
+    times = []
+    for i in range(n + 1):
+        t = time.perf_counter()
+        if side == "open":
+            with Log.open(log_dir, read_only=True) as log:
+                assert len(log.segments) > 1
+        else:
+            for name in sorted(os.listdir(log_dir)):
+                if name.endswith((".log", ".index", ".timeindex")):
+                    fd = os.open(log_dir / name, os.O_RDONLY)
+                    os.fstat(fd)
+                    os.close(fd)
+        if i:                       # the first warms the imports' caches
+            times.append(time.perf_counter() - t)
+    return {side: [float(np.percentile(times, 50)) * 1e3, float(np.mean(times)) * 1e3]}
+
+
 def child(side: str, log_dir: Path, max_bytes: int) -> dict:
     """One side's sweep, in this (new) process: its imports and the compiled kernels' loading
     (one fetch of a single batch) before the clocks start."""
@@ -148,9 +201,10 @@ def check_rows(rows: int, records: int) -> None:
         raise SystemExit(f"fetch sweep read {rows:,} records, the log holds {records:,}")
 
 
-def run_side(side: str, log_dir: Path, max_bytes: int, n_lookups: int = 0) -> dict:
+def run_side(side: str, log_dir: Path, max_bytes: int, n_lookups: int = 0, n_opens: int = 0) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", side, "--log-dir", str(log_dir),
-                          "--max-bytes", str(max_bytes), "--lookups", str(n_lookups)],
+                          "--max-bytes", str(max_bytes), "--lookups", str(n_lookups),
+                          "--opens", str(n_opens)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -162,11 +216,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/kafkalog-read-sweep")
     ap.add_argument("--lookups", type=int, default=2000)
-    ap.add_argument("--child", choices=["fetch", "verify", "pread", "lookup", "lookup-pread"])
+    ap.add_argument("--opens", type=int, default=20)
+    ap.add_argument("--open-segments", type=int, default=2000)
+    ap.add_argument("--child", choices=["fetch", "verify", "pread", "lookup", "lookup-pread", "open", "open-files"])
     ap.add_argument("--log-dir")
     args = ap.parse_args()
     if args.child in ("lookup", "lookup-pread"):
         print(json.dumps(lookups(args.child, Path(args.log_dir), args.lookups)))
+        return
+    if args.child in ("open", "open-files"):
+        print(json.dumps(opens(args.child, Path(args.log_dir), args.opens)))
         return
     if args.child:
         print(json.dumps(child(args.child, Path(args.log_dir), args.max_bytes)))
@@ -208,6 +267,19 @@ def main() -> None:
             means[name] = mean
             print(f"{name:18s} {p50:8.0f} {p99:8.0f} {mean:8.0f}")
         print(f"lookup-pread / lookup-fetch (by the mean) = {means['lookup-pread'] / means['lookup-fetch']:.2f}x")
+    if args.opens:
+        many = build_many(Path(args.dir), args.open_segments)
+        rounds = {}
+        for _ in range(args.repeat):
+            for side in ("open", "open-files"):
+                for name, v in run_side(side, many, args.max_bytes, n_opens=args.opens).items():
+                    rounds.setdefault(name, []).append(v)
+        print(f"{args.opens} read-only opens of a partition of {args.open_segments} segments per round, ms per "
+              f"open, the round of the lowest mean of {args.repeat}")
+        best = {name: min(v, key=lambda r: r[1]) for name, v in rounds.items()}
+        for name, (p50, mean) in best.items():
+            print(f"{name:18s} p50 {p50:8.1f}  mean {mean:8.1f}")
+        print(f"open-files / open (by the mean) = {best['open-files'][1] / best['open'][1]:.2f}x")
 
 
 if __name__ == "__main__":

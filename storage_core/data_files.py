@@ -62,6 +62,13 @@ def open_data_file(path: str | os.PathLike[str], flags: int, mode: int = 0o666, 
     ``O_NONBLOCK`` so a FIFO cannot block the open, ``O_NOFOLLOW`` unless ``follow_symlinks``
     (read-only opens, which never write through the link), then ``fstat`` of what was opened.
     Raises ``UnsafeFileError`` naming ``path`` otherwise."""
+    return open_data_file_stat(path, flags, mode, follow_symlinks=follow_symlinks)[0]
+
+
+def open_data_file_stat(path: str | os.PathLike[str], flags: int, mode: int = 0o666, *,
+                        follow_symlinks: bool = False) -> tuple[int, os.stat_result]:
+    """``open_data_file``, with the ``fstat`` of what was opened (its size and times without a
+    second call)."""
     flags |= os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags, mode)
@@ -79,4 +86,4 @@ def open_data_file(path: str | os.PathLike[str], flags: int, mode: int = 0o666, 
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise UnsafeFileError(f"{path} is {kind_of(st.st_mode)}, not a regular file")
-    return fd
+    return fd, st

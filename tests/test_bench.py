@@ -100,12 +100,17 @@ def test_storage_runs_and_its_read_back_fails_on_a_missing_append(tmp_path):
 
 def test_read_sweep_runs_each_side_in_a_new_process_and_checks_the_count(tmp_path):
     out = run("bench/read_sweep.py", "--gib", "0.01", "--repeat", "1", "--lookups", "50",
-              "--dir", str(tmp_path / "rs"))
+              "--opens", "2", "--open-segments", "30", "--dir", str(tmp_path / "rs"))
     rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()
             if ln.startswith(("fetch ", "verify ", "pread ", "lookup-")) and " / " not in ln}
     assert set(rows) == {"fetch", "verify", "pread", "lookup-fetch", "lookup-time", "lookup-pread"}, out
     assert all(len(v) == 3 and all(float(x) > 0 for x in v) for v in rows.values()), out
     assert "fetch / pread = " in out and "lookup-pread / lookup-fetch (by the mean) = " in out
+    opens = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()
+             if ln.startswith(("open ", "open-files ")) and " / " not in ln}
+    assert set(opens) == {"open", "open-files"}, out
+    assert all(v[0] == "p50" and float(v[1]) > 0 and float(v[3]) > 0 for v in opens.values()), out
+    assert "of a partition of 30 segments" in out and "open-files / open (by the mean) = " in out
     rs = bench_module("read_sweep")
     rs.check_rows(10_900, 10_900)
     with pytest.raises(SystemExit, match="read 10,899 records, the log holds 10,900"):

@@ -46,7 +46,7 @@ from typing import ClassVar, Literal, Self
 import numpy as np
 
 from ..common import INT_MAX
-from ..data_files import open_data_file
+from ..data_files import open_data_file, open_data_file_stat
 from ..errors import InvalidConfigError, KafkaLogError, OffsetOverflowError
 
 __all__ = ["AbstractIndex", "IndexFullError", "DEFAULT_MAX_INDEX_SIZE", "index_oversized",
@@ -166,7 +166,7 @@ class AbstractIndex:
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int,
                  max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True) -> None:
-        self._path = Path(path)
+        self._path = path if isinstance(path, Path) else Path(path)
         self._base_offset = int(base_offset)
         self._max_index_size = int(max_index_size)
         self._writable = writable
@@ -187,13 +187,13 @@ class AbstractIndex:
         es = self.ENTRY_SIZE
         if not self._writable:
             try:
-                self._fd = open_data_file(self._path, os.O_RDONLY, follow_symlinks=True)
+                self._fd, st = open_data_file_stat(self._path, os.O_RDONLY, follow_symlinks=True)
             except FileNotFoundError:
                 # nothing to read and nothing may be created: an index with no entries and no
                 # slots, so readers fall back to scanning the log from its start
                 self._length = self._entries = 0
                 return
-            self._length = os.fstat(self._fd).st_size
+            self._length = st.st_size
             limit = max(self._max_index_size, INT_MAX)
             if index_oversized(self._length, limit, es):
                 logger.warning("Ignoring %s %s: %d bytes, more than segment.index.bytes (at most %d) "

@@ -77,7 +77,7 @@ class TransactionIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str], start_offset: int) -> None:
-        self._path = Path(path)
+        self._path = path if isinstance(path, Path) else Path(path)
         self._start_offset = int(start_offset)
         self._fd: int | None = None
         self._last_offset: int | None | object = _UNKNOWN

@@ -38,6 +38,8 @@ SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_
 DATA_FILE_SUFFIXES = SEGMENT_FILE_SUFFIXES + (SNAPSHOT_SUFFIX,)
 STATE_SUFFIXES = ("", DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE)
+# every data file's ending, with any in-progress suffix: one ``str.endswith`` per name
+_DATA_FILE_ENDINGS = tuple(kind + state for kind in DATA_FILE_SUFFIXES for state in STATE_SUFFIXES)
 # the checkpoints of a data directory's root, which a partition's open reads and writes
 DATA_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                         REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
@@ -76,8 +78,7 @@ def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> dict[s
 
 def is_data_file_name(name: str) -> bool:
     """Named like a file of a partition directory (with any in-progress suffix)."""
-    return name in PARTITION_FILES or any(
-        name.endswith(kind + state) for kind in DATA_FILE_SUFFIXES for state in STATE_SUFFIXES)
+    return name in PARTITION_FILES or name.endswith(_DATA_FILE_ENDINGS)
 
 
 def check_partition_dir(directory: str | os.PathLike[str], *, writer: bool = True) -> None:

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..common import INT_MAX, LONG_MAX
 from ..config import LogConfig
-from ..data_files import open_data_file
+from ..data_files import open_data_file_stat
 from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError, RecordTooLargeError
 from ..format import kernels
 from ..format.log_input_stream import (BatchArrays, BatchInfo, LogInputStream, max_batch_read_size,
@@ -72,24 +72,28 @@ class LogSegment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
                  writable: bool = True, file_suffix: str = "", preallocate: bool | None = None,
                  created_ms: int | None = None) -> None:
-        self.directory = Path(directory)
+        # a read-only open of every segment is what planning a query costs per segment: one
+        # Path per file and one fstat per open (pathlib's parsing cost as much as the opens)
+        self.directory = directory if isinstance(directory, Path) else Path(directory)
         self.base_offset = base_offset
         self.config = config
         self.writable = writable
         paths = segment_paths(self.directory, base_offset, file_suffix)
         self.log_path = paths[LOG_SUFFIX]
-        exists = self.log_path.exists()
         prealloc = config.preallocate if preallocate is None else preallocate
+        exists = True
         if writable:
-            self._fd = open_data_file(self.log_path, os.O_RDWR | os.O_CREAT, 0o666)
-            size = os.fstat(self._fd).st_size
+            exists = self.log_path.exists()
+            self._fd, st = open_data_file_stat(self.log_path, os.O_RDWR | os.O_CREAT, 0o666)
+            size = st.st_size
             if not exists and prealloc:
                 # FileRecords.openChannel: preallocate the segment, track the logical size
                 os.posix_fallocate(self._fd, 0, config.segment_bytes)
                 size = 0
+                st = os.fstat(self._fd)
         else:
-            self._fd = open_data_file(self.log_path, os.O_RDONLY, follow_symlinks=True)
-            size = os.fstat(self._fd).st_size
+            self._fd, st = open_data_file_stat(self.log_path, os.O_RDONLY, follow_symlinks=True)
+            size = st.st_size
         self._size = size
         self._preallocated = writable and not exists and prealloc
         self._index_files_synced = False
@@ -100,7 +104,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(paths[TXN_INDEX_SUFFIX], base_offset)
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp: int | None = None
-        self.created_ms = created_ms if created_ms is not None else int(os.fstat(self._fd).st_mtime * 1000)
+        self.created_ms = created_ms if created_ms is not None else int(st.st_mtime * 1000)
         jitter = config.segment_jitter_ms
         self.roll_jitter_ms = 0 if jitter == 0 else random.randrange(INT_MAX + 1) % min(jitter, config.segment_ms)
         self._max_ts: tuple[int, int] | None = None    # (max timestamp so far, its shallow offset)
