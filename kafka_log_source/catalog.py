@@ -86,10 +86,15 @@ def partition_info(path: Path, isolation: str, timestamps: Iterable[int] = ()) -
     (``timestamp_offsets``), looked up in the same open: planning a query by timestamp opens
     every segment of a partition once, not once for its offsets and again per timestamp."""
     with open_partition(path) as log:
-        latest = log.last_stable_offset if isolation == "read_committed" else log.log_end_offset
-        return PartitionInfo(log.log_start_offset, latest,
-                             tuple(s.base_offset for s in log.segments), topic_id_str(log),
-                             timestamp_offsets={ts: log.offsets_for_times(ts) for ts in sorted(set(timestamps))})
+        return info_of(log, isolation, timestamps)
+
+
+def info_of(log: Log, isolation: str, timestamps: Iterable[int] = ()) -> PartitionInfo:
+    """``partition_info`` of a partition already open."""
+    latest = log.last_stable_offset if isolation == "read_committed" else log.log_end_offset
+    return PartitionInfo(log.log_start_offset, latest,
+                         tuple(s.base_offset for s in log.segments), topic_id_str(log),
+                         timestamp_offsets={ts: log.offsets_for_times(ts) for ts in sorted(set(timestamps))})
 
 
 def topic_id_str(log: Log) -> str | None:

@@ -1,8 +1,11 @@
-"""Planning a batch query by timestamp (the driver's side of a time-travel read, no SparkSession):
-every partition is opened once, its offsets and the offsets of every timestamp the options and a
-pushed ``timestamp`` filter ask for looked up at that one open, and the plan is the one a lookup
-per timestamp gives. Opening a partition opens each of its segments' three files, so a second
-open per timestamp doubled or tripled what planning costs on a partition of many segments."""
+"""Opening a partition read-only opens each of its segments' three files, so a partition of many
+segments is opened once where once is enough (no SparkSession: the planner and a task's read,
+in this process, the real ``open_partition`` counted).
+
+* Planning a batch query by timestamp (the driver's side of a time-travel read): the offsets of
+  every timestamp the options and a pushed ``timestamp`` filter ask for are looked up at the
+  open that reads the partition's offsets, and the plan is the one a lookup per timestamp gives.
+* A ``read_committed`` task binding ``earliest``/``latest`` does so at the open it reads through."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pytest
 from pyspark.sql.datasource import GreaterThanOrEqual
 
 from kafka_log_source import catalog
+from kafka_log_source import reader as task_reader
 from kafka_log_source.batch_reader import KafkaLogBatchReader
 from kafka_log_source.options import parse_source_options
 from kafka_log_source.pushdown import KafkaLogPushdownReader
@@ -60,6 +64,7 @@ def opens(monkeypatch) -> list[Path]:
         return real(path)
 
     monkeypatch.setattr(catalog, "open_partition", counted)
+    monkeypatch.setattr(task_reader, "open_partition", counted)
     return seen
 
 
@@ -104,3 +109,20 @@ def test_a_timestamp_after_every_record_is_answered_from_the_same_open(topic: Pa
     with pytest.raises(Exception, match="No offset matched from request of topic-partition t-0"):
         KafkaLogBatchReader(parse_source_options({**options, "startingOffsetsByTimestampStrategy": "error"},
                                                  streaming=False)).plan()
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_a_task_binds_earliest_and_latest_at_the_open_it_reads_through(topic: Path, opens: list[Path],
+                                                                      isolation: str):
+    """``read_committed`` reads through the partition's ``Log`` (opened once, the bounds read
+    from it); ``read_uncommitted`` opens it once to bind them, then reads segment by segment."""
+    reader = KafkaLogBatchReader(parse_source_options(
+        {"path": str(topic), "assign": json.dumps({"t": [1]}), "kafka.isolation.level": isolation},
+        streaming=False))
+    (part,) = reader.partitions()
+    assert (part.start, part.end) == (-2, -1)            # late binding: resolved by the task
+    assert opens == [topic / "t-1"]                      # the plan's own open
+    opens.clear()
+    got = [o for b in reader.read(part) for o in b.column("offset").to_pylist()]
+    assert got == list(range(600))
+    assert opens == [topic / "t-1"]
