@@ -18,7 +18,10 @@ against a plain read of the same bytes in the same conditions.
   (``Log.open(read_only=True)``: every segment's ``.log`` and indexes opened, the log end read);
   against ``open-files``: a listing of the directory and an ``os.open``, ``fstat`` and ``close`` of
   each segment's ``.log``, ``.index`` and ``.timeindex`` (the files such an open holds).
-  Milliseconds per open, p50 and mean, in a new process.
+  Milliseconds per open, p50 and mean, in a new process. Beside them, ``plan-time``: the plan
+  of a batch query by timestamps on that partition (``startingTimestamp`` and
+  ``endingTimestamp``: the driver's side of a time-travel read, ``KafkaLogBatchReader.plan``,
+  no SparkSession), which needs one such open and two timestamp lookups.
 
 The log (``--gib`` of 1000-record batches of 1000-byte values, 128 MiB segments, the shape of
 ``bench/remote_read.py``) is written once into ``--dir`` and reused; the page cache is warm
@@ -136,14 +139,23 @@ def opens(side: str, log_dir: Path, n: int) -> dict:
     """``n`` read-only opens of ``side``: milliseconds per open, p50 and mean."""
     import numpy as np
 
+    from kafka_log_source.batch_reader import KafkaLogBatchReader
+    from kafka_log_source.options import parse_source_options
     from storage_core.log import Log
 
+    by_time = parse_source_options({"path": str(log_dir.parent), "subscribe": log_dir.name.rsplit("-", 1)[0],
+                                    "startingTimestamp": "1", "endingTimestamp": str(1 << 60)}, streaming=False)
+    with Log.open(log_dir, read_only=True) as log:
+        whole = [(log.log_start_offset, log.log_end_offset)]       # both timestamps: every record
     times = []
     for i in range(n + 1):
         t = time.perf_counter()
         if side == "open":
             with Log.open(log_dir, read_only=True) as log:
                 assert len(log.segments) > 1
+        elif side == "plan-time":
+            ranges = KafkaLogBatchReader(by_time).plan()
+            assert [(r.start, r.end) for r in ranges] == whole, ranges
         else:
             for name in sorted(os.listdir(log_dir)):
                 if name.endswith((".log", ".index", ".timeindex")):
@@ -218,13 +230,14 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=2000)
     ap.add_argument("--opens", type=int, default=20)
     ap.add_argument("--open-segments", type=int, default=2000)
-    ap.add_argument("--child", choices=["fetch", "verify", "pread", "lookup", "lookup-pread", "open", "open-files"])
+    ap.add_argument("--child", choices=["fetch", "verify", "pread", "lookup", "lookup-pread", "open", "open-files",
+                                        "plan-time"])
     ap.add_argument("--log-dir")
     args = ap.parse_args()
     if args.child in ("lookup", "lookup-pread"):
         print(json.dumps(lookups(args.child, Path(args.log_dir), args.lookups)))
         return
-    if args.child in ("open", "open-files"):
+    if args.child in ("open", "open-files", "plan-time"):
         print(json.dumps(opens(args.child, Path(args.log_dir), args.opens)))
         return
     if args.child:
@@ -271,7 +284,7 @@ def main() -> None:
         many = build_many(Path(args.dir), args.open_segments)
         rounds = {}
         for _ in range(args.repeat):
-            for side in ("open", "open-files"):
+            for side in ("open", "open-files", "plan-time"):
                 for name, v in run_side(side, many, args.max_bytes, n_opens=args.opens).items():
                     rounds.setdefault(name, []).append(v)
         print(f"{args.opens} read-only opens of a partition of {args.open_segments} segments per round, ms per "
@@ -280,6 +293,8 @@ def main() -> None:
         for name, (p50, mean) in best.items():
             print(f"{name:18s} p50 {p50:8.1f}  mean {mean:8.1f}")
         print(f"open-files / open (by the mean) = {best['open-files'][1] / best['open'][1]:.2f}x")
+        print(f"open / plan-time (by the mean) = {best['open'][1] / best['plan-time'][1]:.2f}x (the plan's one open "
+              f"of the partition and its lookups: 1.00 would be the open alone)")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,10 @@ class KafkaLogBatchReader(DataSourceReader):
         by pushed filters after the offset options were checked against all of them."""
         res = Resolver(self.opts, self.tier)
         dirs = res.partitions()
-        infos = res.info(dirs)
+        # the timestamps the limits and a pushed filter look up, answered at the one open of
+        # each partition that its offsets need anyway
+        infos = res.info(dirs, res.timestamps_asked((self.opts.starting, self.opts.ending), dirs,
+                                                    self.pushed_min_timestamp()))
         starts = self._limit_offsets(res, self.opts.starting, dirs, infos, starting=True)
         ends = self._limit_offsets(res, self.opts.ending, dirs, infos, starting=False)
         dirs = self.narrow_partitions(dirs)
@@ -68,6 +71,10 @@ class KafkaLogBatchReader(DataSourceReader):
         return res.resolve(limit, dirs, infos, starting=starting)
 
     # hooks for filter pushdown (see pushdown.py)
+    def pushed_min_timestamp(self) -> int | None:
+        """The timestamp ``narrow_range`` looks up in every partition, if any."""
+        return None
+
     def narrow_partitions(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, Path]:
         return dirs
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator, Mapping
 
 from storage_core.checkpoint import parse_topic_partition_dir, topic_id_to_str
 from storage_core.errors import KafkaLogError
@@ -76,13 +76,25 @@ class PartitionInfo:
     topic_id: str | None = None   # from partition.metadata (string form), None without one
     # offsets below it are read from the object store (remote_tier); None: a local topic
     tiered_below: int | None = None
+    # the local log's ListOffsets answers (``offset_for_timestamp``) for the timestamps asked
+    # when it was opened: timestamp -> the first offset at or after it, None if every record is older
+    timestamp_offsets: Mapping[int, int | None] = field(default_factory=dict, compare=False)
 
 
-def partition_info(path: Path, isolation: str) -> PartitionInfo:
+def partition_info(path: Path, isolation: str, timestamps: Iterable[int] = ()) -> PartitionInfo:
+    """The partition's offsets and segments; with ``timestamps``, their offsets too
+    (``timestamp_offsets``), looked up in the same open: planning a query by timestamp opens
+    every segment of a partition once, not once for its offsets and again per timestamp."""
     with open_partition(path) as log:
-        latest = log.last_stable_offset if isolation == "read_committed" else log.log_end_offset
-        return PartitionInfo(log.log_start_offset, latest,
-                             tuple(s.base_offset for s in log.segments), topic_id_str(log))
+        return info_of(log, isolation, timestamps)
+
+
+def info_of(log: Log, isolation: str, timestamps: Iterable[int] = ()) -> PartitionInfo:
+    """``partition_info`` of a partition already open."""
+    latest = log.last_stable_offset if isolation == "read_committed" else log.log_end_offset
+    return PartitionInfo(log.log_start_offset, latest,
+                         tuple(s.base_offset for s in log.segments), topic_id_str(log),
+                         timestamp_offsets={ts: log.offsets_for_times(ts) for ts in sorted(set(timestamps))})
 
 
 def topic_id_str(log: Log) -> str | None:

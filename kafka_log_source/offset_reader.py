@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from storage_core.errors import InvalidConfigError
 
@@ -46,11 +46,33 @@ class Resolver:
             return self.tier.assigned(self.opts.strategy)
         return catalog.assigned(self.opts.strategy, self.opts.path)
 
-    def info(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, catalog.PartitionInfo]:
+    def info(self, dirs: dict[TopicPartition, Path],
+             timestamps: Mapping[TopicPartition, Iterable[int]] | None = None
+             ) -> dict[TopicPartition, catalog.PartitionInfo]:
+        """Each partition's offsets; with ``timestamps``, the local log's offsets for them as
+        well, from the same open (``offset_for_timestamp`` then answers without another)."""
         if self.tier is not None and self.tier.remote_only:
             return {tp: self.tier.info(tp, None) for tp in dirs}
-        infos = {tp: catalog.partition_info(p, self.opts.isolation_level) for tp, p in dirs.items()}
+        asked = timestamps or {}
+        infos = {tp: catalog.partition_info(p, self.opts.isolation_level, asked.get(tp, ()))
+                 for tp, p in dirs.items()}
         return self.with_tier(infos)
+
+    @staticmethod
+    def timestamps_asked(limits: Iterable[OffsetLimit], dirs: Iterable[TopicPartition],
+                         also: int | None = None) -> dict[TopicPartition, set[int]]:
+        """The timestamps ``limits`` (and ``also``, for every partition) will look up in each
+        partition of ``dirs``, for ``info`` to answer at its open."""
+        asked: dict[TopicPartition, set[int]] = {tp: set() if also is None else {also} for tp in dirs}
+        for limit in limits:
+            if isinstance(limit, ByGlobalTimestamp):
+                for wanted in asked.values():
+                    wanted.add(limit.timestamp)
+            elif isinstance(limit, ByTimestamps):
+                for tp, ts in limit.timestamps.items():
+                    if tp in asked:
+                        asked[tp].add(ts)
+        return {tp: wanted for tp, wanted in asked.items() if wanted}
 
     def with_tier(self, infos: dict[TopicPartition, catalog.PartitionInfo]
                   ) -> dict[TopicPartition, catalog.PartitionInfo]:
@@ -67,6 +89,8 @@ class Resolver:
             found = self.tier.offset_for_timestamp(tp, timestamp, info.tiered_below)
             if found is not None or self.tier.remote_only:
                 return found
+        if timestamp in info.timestamp_offsets:
+            return info.timestamp_offsets[timestamp]
         return catalog.offset_for_timestamp(path, timestamp)
 
     def resolve(self, limit: OffsetLimit, dirs: dict[TopicPartition, Path],

@@ -92,6 +92,9 @@ class KafkaLogPushdownReader(KafkaLogBatchReader):
         if hi is not None:
             self.max_offset = hi if self.max_offset is None else min(self.max_offset, hi)
 
+    def pushed_min_timestamp(self) -> int | None:
+        return self.min_timestamp
+
     def narrow_partitions(self, dirs: dict[TopicPartition, Path]) -> dict[TopicPartition, Path]:
         prefix = self.topic_prefix
         return {tp: p for tp, p in dirs.items()

@@ -30,7 +30,7 @@ from storage_core.format.columnar import DecodedRun
 from storage_core.format.log_input_stream import max_batch_read_size
 from storage_core.log import LogSegment, LogView, bases_in_range
 
-from .catalog import open_partition
+from .catalog import PartitionInfo, info_of, open_partition
 from .offsets import EARLIEST, LATEST
 
 logger = logging.getLogger(__name__)
@@ -97,13 +97,15 @@ def read_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
             yield from to_spark_batches(table, p.topic, p.partition, schema, p.include_headers)
 
 
-def _resolve(p: KafkaLogInputPartition) -> KafkaLogInputPartition:
-    """Bind ``earliest`` (-2) and ``latest`` (-1) to the partition as it is now."""
+def _resolve(p: KafkaLogInputPartition, info: PartitionInfo | None = None) -> KafkaLogInputPartition:
+    """Bind ``earliest`` (-2) and ``latest`` (-1) to the partition as it is now (``info``,
+    read from the partition's open log, else from an open of its own)."""
     from dataclasses import replace
 
     from .catalog import partition_info, segments_for
 
-    info = partition_info(Path(p.path), p.isolation)
+    if info is None:
+        info = partition_info(Path(p.path), p.isolation)
     start = info.earliest if p.start == EARLIEST else p.start
     end = info.latest if p.end == LATEST else p.end
     if start > end:
@@ -133,12 +135,12 @@ def _recreated_since_planning(p: KafkaLogInputPartition) -> bool:
 
 
 def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
+    if p.isolation == "read_committed":
+        yield from _committed_tables(p)
+        return
     if p.start < 0 or p.end < 0:
         p = _resolve(p)
     if p.start >= p.end or _recreated_since_planning(p):
-        return
-    if p.isolation == "read_committed":
-        yield from _committed_tables(p)
         return
     offset, view = p.start, LogView(p.path)
     # the log start now: a planned DataFrame may run again after retention or deleteRecords
@@ -195,6 +197,10 @@ def _tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
 
 def _committed_tables(p: KafkaLogInputPartition) -> Iterator[pa.Table]:
     with open_partition(Path(p.path)) as log:
+        if p.start < 0 or p.end < 0:
+            p = _resolve(p, info_of(log, p.isolation))   # bound at this open: not a second one
+        if p.start >= p.end or _recreated_since_planning(p):
+            return
         offset = p.start
         if offset < log.log_start_offset:
             offset = _data_lost(p, offset, min(log.log_start_offset, p.end),

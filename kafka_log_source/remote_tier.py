@@ -164,7 +164,8 @@ class RemoteTier:
             return catalog.PartitionInfo(earliest, latest, (), topic_id_to_str(tip.topic_id), tiered_below=latest)
         if first is None or first >= local.earliest:
             return local
-        return catalog.PartitionInfo(first, local.latest, local.segments, local.topic_id, tiered_below=local.earliest)
+        return catalog.PartitionInfo(first, local.latest, local.segments, local.topic_id, tiered_below=local.earliest,
+                                     timestamp_offsets=local.timestamp_offsets)
 
     # -------------------------------------------------------------------------- indexes
 

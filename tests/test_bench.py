@@ -107,10 +107,11 @@ def test_read_sweep_runs_each_side_in_a_new_process_and_checks_the_count(tmp_pat
     assert all(len(v) == 3 and all(float(x) > 0 for x in v) for v in rows.values()), out
     assert "fetch / pread = " in out and "lookup-pread / lookup-fetch (by the mean) = " in out
     opens = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()
-             if ln.startswith(("open ", "open-files ")) and " / " not in ln}
-    assert set(opens) == {"open", "open-files"}, out
+             if ln.startswith(("open ", "open-files ", "plan-time ")) and " / " not in ln}
+    assert set(opens) == {"open", "open-files", "plan-time"}, out
     assert all(v[0] == "p50" and float(v[1]) > 0 and float(v[3]) > 0 for v in opens.values()), out
     assert "of a partition of 30 segments" in out and "open-files / open (by the mean) = " in out
+    assert "open / plan-time (by the mean) = " in out
     rs = bench_module("read_sweep")
     rs.check_rows(10_900, 10_900)
     with pytest.raises(SystemExit, match="read 10,899 records, the log holds 10,900"):
