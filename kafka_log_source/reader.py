@@ -11,7 +11,7 @@ offset and the aborted transactions.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -30,7 +30,7 @@ from storage_core.format.columnar import DecodedRun
 from storage_core.format.log_input_stream import max_batch_read_size
 from storage_core.log import LogSegment, LogView, bases_in_range
 
-from .catalog import PartitionInfo, info_of, open_partition
+from .catalog import PartitionInfo, info_of, open_partition, partition_info, segments_for
 from .offsets import EARLIEST, LATEST
 
 logger = logging.getLogger(__name__)
@@ -100,10 +100,6 @@ def read_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
 def _resolve(p: KafkaLogInputPartition, info: PartitionInfo | None = None) -> KafkaLogInputPartition:
     """Bind ``earliest`` (-2) and ``latest`` (-1) to the partition as it is now (``info``,
     read from the partition's open log, else from an open of its own)."""
-    from dataclasses import replace
-
-    from .catalog import partition_info, segments_for
-
     if info is None:
         info = partition_info(Path(p.path), p.isolation)
     start = info.earliest if p.start == EARLIEST else p.start

@@ -24,6 +24,7 @@ from kafka_log_source.batch_reader import KafkaLogBatchReader
 from kafka_log_source.options import parse_source_options
 from kafka_log_source.pushdown import KafkaLogPushdownReader
 from storage_core.config import LogConfig
+from storage_core.errors import InvalidConfigError
 from storage_core.format import encode_batches
 from storage_core.log import Log
 
@@ -79,7 +80,6 @@ def test_a_plan_by_timestamps_opens_each_partition_once(topic: Path, opens: list
                "endingOffsetsByTimestamp": json.dumps({"t": {"0": end, "1": end}})}
     ranges = KafkaLogBatchReader(parse_source_options(options, streaming=False)).plan()
     assert sorted(opens) == [topic / "t-0", topic / "t-1"]
-    opens.clear()
     expected = [("t", p, first_at(topic / f"t-{p}", start), first_at(topic / f"t-{p}", end)) for p in (0, 1)]
     assert [(r.topic, r.partition, r.start, r.end) for r in ranges] == expected
     assert expected == [("t", 0, 123, 457), ("t", 1, 123, 456)]
@@ -106,7 +106,7 @@ def test_a_timestamp_after_every_record_is_answered_from_the_same_open(topic: Pa
                "startingOffsetsByTimestampStrategy": "latest"}
     ranges = KafkaLogBatchReader(parse_source_options(options, streaming=False)).plan()
     assert len(opens) == 2 and [(r.start, r.end) for r in ranges] == [(600, -1), (600, -1)]
-    with pytest.raises(Exception, match="No offset matched from request of topic-partition t-0"):
+    with pytest.raises(InvalidConfigError, match="No offset matched from request of topic-partition t-0"):
         KafkaLogBatchReader(parse_source_options({**options, "startingOffsetsByTimestampStrategy": "error"},
                                                  streaming=False)).plan()
 
