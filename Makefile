@@ -6,6 +6,10 @@
 #                 tests/test_layers.py, tests/test_typing.py), with the tools pinned in pyproject.toml
 #   make lint   - those three checks alone: ruff, import-linter's contracts, mypy
 PYTHON ?= python3
+# Processes the suite runs on (pytest-xdist; 0: in pytest's own process, serially). Two use the
+# core a serial run leaves idle while a test waits on a JVM's start, a killed child or a poll;
+# whole files go to one worker (--dist loadfile), so a module's fixtures are set up once.
+TEST_WORKERS ?= 2
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -30,7 +34,7 @@ interop-jars:
 	@ci/interop/resolve.sh
 
 test: $(STAMP) check-java interop-jars
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
