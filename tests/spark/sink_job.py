@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # PythonWorkerFactory.createSimpleWorker (Spark 4.3) gives a new Python worker 10 s, a constant,
 # to connect back; the planner's workers (a Python data source's schema, reader, offsets) start
-# that way. With three Spark drivers starting at once on two cores it ran out once in a whole
-# suite: the query fails with this message before or between batches.
+# that way. Several Spark drivers starting at once on two cores can exceed it: the query then
+# fails with this message before or between batches.
 CONNECT_BACK = "Python worker failed to connect back"
 START_ATTEMPTS = 3
 

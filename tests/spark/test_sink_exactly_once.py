@@ -58,9 +58,9 @@ from its checkpoint until it completes; then
    that the trials hit the executors' write phase and the driver's commit.
 
 Number of trials: ``KAFKALOG_SINK_TRIALS`` (default 3: every trial costs two JVM starts), run
-``KAFKALOG_SINK_PARALLEL`` (default 2: three drivers starting at once beside the crash-point
-tests' own Spark session once left a Python worker of Spark's more than its 10 s to start) at a
-time. Dozens, as tests/storage/test_crash.py does its long variants, with ``KAFKALOG_SLOW=1``
+``KAFKALOG_SINK_PARALLEL`` (default 2: more drivers starting at once beside the crash-point
+tests' own Spark session can leave a Python worker of Spark's more than its fixed 10 s to connect
+back) at a time. Dozens, as tests/storage/test_crash.py does its long variants, with ``KAFKALOG_SLOW=1``
 (30 trials, ``KAFKALOG_SINK_TRIALS`` still overrides the count)::
 
     KAFKALOG_SLOW=1 .venv/bin/python -m pytest tests/spark/test_sink_exactly_once.py -rP
