@@ -1,7 +1,7 @@
 """One local SparkSession (``local[2]``) for every test of the run that asks for ``spark``
 (tests/spark, tests/interop), with ``kafkalog`` registered. Python workers are pointed at this
 interpreter (``PYSPARK_PYTHON``), or they would start ``python3`` from PATH without the
-project's packages."""
+project's packages; its JVM runs with the tests' JVM options (spark_jvm.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from spark_jvm import SHORT_LIVED_JVM
 
 # Spark's Kafka connector, resolved by ci/interop/resolve.sh (tests/interop compares Spark's own
 # Kafka source with kafkalog). Put on the shared session's classpath only when interop tests were
@@ -43,6 +44,7 @@ def spark(request):
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.python.filterPushdown.enabled", "true")
+               .config("spark.driver.extraJavaOptions", SHORT_LIVED_JVM)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     kafka_log_source.register(session)

@@ -57,7 +57,8 @@ class ClusterDriver:
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "KAFKALOG_SPARK_MASTER": MASTER,
-            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), str(HERE), env.get("PYTHONPATH", "")) if p),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), str(HERE), str(HERE.parent),
+                                                       env.get("PYTHONPATH", "")) if p),
         })
         env.update(extra or {})
         return env

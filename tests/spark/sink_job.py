@@ -40,7 +40,9 @@ def main(argv: list[str]) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "tests"))
     from pyspark.sql import SparkSession
+    from spark_jvm import SHORT_LIVED_JVM
 
     import kafka_log_source
 
@@ -48,9 +50,9 @@ def main(argv: list[str]) -> int:
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
-             # a short-lived JVM: C1 only and the serial collector start it about twice as
-             # fast here (the job is killed and restarted dozens of times)
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             # a short-lived JVM (tests/spark_jvm.py): the job is killed and restarted dozens
+             # of times, and C1 only with the serial collector start it about twice as fast
+             .config("spark.driver.extraJavaOptions", SHORT_LIVED_JVM)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kafka_log_source.register(spark)

@@ -1,0 +1,10 @@
+"""Java options of the tests' own Spark JVMs: the suite's ``local[2]`` session (conftest.py), the
+sink trials' jobs (spark/sink_job.py) and the cluster drivers and their executors
+(cluster/cluster_session.py).
+
+C1 only and the serial collector: these JVMs run small queries for seconds to minutes, where C2's
+compilations and the parallel collector's threads cost more CPU than they earn, and the suite is
+CPU-bound on two cores. Not for the examples' or the benchmarks' own sessions: those run as users
+run them, with the JVM's defaults."""
+
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
