@@ -4,7 +4,7 @@ sink trials' jobs (spark/sink_job.py) and the cluster drivers and their executor
 
 C1 only and the serial collector: these JVMs run small queries for seconds to minutes, where C2's
 compilations and the parallel collector's threads cost more CPU than they earn, and the suite is
-CPU-bound on two cores. Not for the examples' or the benchmarks' own sessions: those run as users
-run them, with the JVM's defaults."""
+CPU-bound on two cores. The examples' tests run on the shared session; the examples' own
+sessions (``make demo``) and the benchmarks keep the JVM's defaults, as users run them."""
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
