@@ -8,3 +8,11 @@ CPU-bound on two cores. The examples' tests run on the shared session; the examp
 sessions (``make demo``) and the benchmarks keep the JVM's defaults, as users run them."""
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+# PythonWorkerFactory.createSimpleWorker (Spark 4.3) gives a new Python worker 10 s, a constant,
+# to connect back; a streaming query's source runner and the planner's workers start that way.
+# Several Spark drivers starting at once on two cores can exceed it: the query then fails with
+# this message before or between batches. The tests start such a query again on its checkpoint,
+# as an operator would, at most START_ATTEMPTS times in all; any other failure stays a failure.
+CONNECT_BACK = "Python worker failed to connect back"
+START_ATTEMPTS = 3

@@ -25,12 +25,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# PythonWorkerFactory.createSimpleWorker (Spark 4.3) gives a new Python worker 10 s, a constant,
-# to connect back; the planner's workers (a Python data source's schema, reader, offsets) start
-# that way. Several Spark drivers starting at once on two cores can exceed it: the query then
-# fails with this message before or between batches.
-CONNECT_BACK = "Python worker failed to connect back"
-START_ATTEMPTS = 3
 
 
 def main(argv: list[str]) -> int:
@@ -42,7 +36,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "tests"))
     from pyspark.sql import SparkSession
-    from spark_jvm import SHORT_LIVED_JVM
+    from spark_jvm import CONNECT_BACK, SHORT_LIVED_JVM, START_ATTEMPTS
 
     import kafka_log_source
 
