@@ -11,8 +11,9 @@ SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # PythonWorkerFactory.createSimpleWorker (Spark 4.3) gives a new Python worker 10 s, a constant,
 # to connect back; a streaming query's Python source runner starts that way, a new interpreter
-# at each query start. Several Spark drivers starting at once on two cores can exceed it: the query then fails with
-# this message before or between batches. The tests start such a query again on its checkpoint,
-# as an operator would, at most START_ATTEMPTS times in all; any other failure stays a failure.
+# at each query start. Several Spark drivers starting at once on two cores can exceed it: the
+# query then fails with this message before or between batches. The tests start such a query
+# again on its checkpoint, as an operator would, at most START_ATTEMPTS times in all; any other
+# failure stays a failure.
 CONNECT_BACK = "Python worker failed to connect back"
 START_ATTEMPTS = 3
