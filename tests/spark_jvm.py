@@ -4,10 +4,18 @@ sink trials' jobs (spark/sink_job.py) and the cluster drivers and their executor
 
 C1 only and the serial collector: these JVMs run small queries for seconds to minutes, where C2's
 compilations and the parallel collector's threads cost more CPU than they earn, and the suite is
-CPU-bound on two cores. The examples' tests run on the shared session; the examples' own
-sessions (``make demo``) and the benchmarks keep the JVM's defaults, as users run them."""
+CPU-bound on two cores. The examples' tests run on the shared session. ``make demo`` and the
+benchmarks keep the JVM's defaults, as users run them; their smoke tests (tests/cli/test_cli.py,
+tests/test_bench.py), which check what they do and not how fast, start them with these options
+through ``JDK_JAVA_OPTIONS``, which the ``java`` launcher reads (spark-submit's JVM included)."""
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def short_lived_jvm_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a process that starts its own Spark JVM without a hook for its options:
+    ``JDK_JAVA_OPTIONS`` carries them (the JVM notes on stderr that it picked them up)."""
+    return {**env, "JDK_JAVA_OPTIONS": SHORT_LIVED_JVM}
 
 # PythonWorkerFactory.createSimpleWorker (Spark 4.3) gives a new Python worker 10 s, a constant,
 # to connect back; a streaming query's Python source runner starts that way, a new interpreter

@@ -15,6 +15,7 @@ from storage_core.format.control import (ControlRecordType, EndTransactionMarker
                                          end_transaction_marker_batch)
 
 from fixture_paths import FIXTURES, needs_fixture
+from spark_jvm import short_lived_jvm_env
 
 
 def kafkalog(*args: str) -> subprocess.CompletedProcess:
@@ -110,7 +111,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     if "JAVA_HOME" in os.environ:
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
     out = subprocess.run([sys.executable, str(demo)], capture_output=True, text=True, timeout=400,
-                         env=env)
+                         env=short_lived_jvm_env(env))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "micro-batches committed" in out.stdout
     assert "finds the same" in out.stdout
