@@ -9,7 +9,8 @@ Prints ``ready <seconds since start>`` once the query is started (the JVM and th
 workers are up) and ``done <batches> <seconds since start>`` when the query ended by itself;
 exits 0 then, 1 if the query failed. A query that fails only because a Python worker of Spark's
 did not connect back in time (Spark's fixed 10 s, run out on a loaded machine) is started again
-on its checkpoint, at most twice, with a ``restarted <seconds since start> <reason>`` line.
+on its checkpoint (tests/spark_jvm.py: a pause first, at most START_ATTEMPTS starts in all), with a
+``restarted <seconds since start> <reason>`` line.
 
     python sink_job.py SRC OUT CHK MAX_OFFSETS_PER_TRIGGER [STAGED_SEGMENT_MIN_BYTES]
 
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "tests"))
     from pyspark.sql import SparkSession
-    from spark_jvm import CONNECT_BACK, SHORT_LIVED_JVM, START_ATTEMPTS
+    from spark_jvm import CONNECT_BACK, RESTART_PAUSE, SHORT_LIVED_JVM, START_ATTEMPTS
 
     import kafka_log_source
 
@@ -70,6 +71,7 @@ def main(argv: list[str]) -> int:
             if CONNECT_BACK in str(e) and attempt < START_ATTEMPTS:
                 # Spark's own start-up timeout on a loaded machine, not a failure of kafkalog:
                 # the query starts again on its checkpoint, as an operator would restart it
+                time.sleep(RESTART_PAUSE)
                 print(f"restarted {time.monotonic() - t0:.3f} {CONNECT_BACK}", flush=True)
                 q = w.start()
                 continue

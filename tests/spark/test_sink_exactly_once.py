@@ -88,7 +88,7 @@ from pyspark.errors import StreamingQueryException
 
 from storage_core.format.log_input_stream import iter_batches
 from storage_core.log import Log
-from spark_jvm import CONNECT_BACK, START_ATTEMPTS
+from spark_jvm import CONNECT_BACK, RESTART_PAUSE, START_ATTEMPTS
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).resolve().with_name("sink_job.py")
@@ -326,6 +326,7 @@ def run_killed(spark, source: Source, out: Path, chk: Path, point: str,
             q.stop()
         if CONNECT_BACK not in str(failure.value) or attempt == START_ATTEMPTS:
             break
+        time.sleep(RESTART_PAUSE)
     assert "Python worker exited unexpectedly" in str(failure.value), str(failure.value)[:2000]
 
 
@@ -341,6 +342,7 @@ def run_to_end(spark, source: Source, out: Path, chk: Path,
         except StreamingQueryException as e:
             if CONNECT_BACK not in str(e) or attempt == START_ATTEMPTS:
                 raise
+            time.sleep(RESTART_PAUSE)
             continue
         finally:
             q.stop()
