@@ -1,16 +1,23 @@
 """One local SparkSession (``local[2]``) for every test of the run that asks for ``spark``
 (tests/spark, tests/interop), with ``kafkalog`` registered. Python workers are pointed at this
 interpreter (``PYSPARK_PYTHON``), or they would start ``python3`` from PATH without the
-project's packages; its JVM runs with the tests' JVM options (spark_jvm.py)."""
+project's packages; its JVM runs with the tests' JVM options (spark_jvm.py).
+
+``SPARK_HOME`` is set for the whole run, and so for every Spark process the tests start (the
+sink trials' jobs, the demo's and benchmarks' smoke tests), to a temporary folder of links to
+pyspark's own without pyspark's zip, from which Spark's Python workers would otherwise compile
+pyspark at each start (spark_jvm.link_spark_home)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
-from spark_jvm import SHORT_LIVED_JVM
+from spark_jvm import SHORT_LIVED_JVM, link_spark_home
 
 # Spark's Kafka connector, resolved by ci/interop/resolve.sh (tests/interop compares Spark's own
 # Kafka source with kafkalog). Put on the shared session's classpath only when interop tests were
@@ -26,6 +33,17 @@ def _connector_jars(session) -> list[str]:
     if not any(Path(str(i.fspath)).is_relative_to(interop) for i in session.items):
         return []
     return sorted(str(p) for p in SPARK_KAFKA_JARS.glob("*.jar"))
+
+
+def pytest_configure(config):
+    home = Path(tempfile.mkdtemp(prefix="kafkalog-spark-home-"))
+    config._kafkalog_spark_home = home
+    os.environ["SPARK_HOME"] = str(link_spark_home(home / "spark"))
+
+
+def pytest_unconfigure(config):
+    if home := getattr(config, "_kafkalog_spark_home", None):
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ SparkContext per JVM), so every cluster query runs in a driver process of its ow
 like any other process (``cluster_driver.start``).
 
 Executors' working directories go under ``<SPARK_HOME>/work``; ``spark_home`` is a temporary
-folder of links to pyspark's own (``jars``, ``bin``, ...), so nothing is written into the
-installed package and the directories go away with the test's temporary folder.
+folder of links to pyspark's own (``jars``, ``bin``, ...; spark_jvm.link_spark_home), so nothing
+is written into the installed package and the directories go away with the test's temporary folder.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from spark_jvm import link_spark_home
 
 MASTER = "local-cluster[2,1,1024]"
 HERE = Path(__file__).resolve().parent
@@ -34,13 +35,7 @@ DRIVER_TIMEOUT = 600          # seconds: a driver that hangs fails its test inst
 
 @pytest.fixture(scope="session")
 def spark_home(tmp_path_factory) -> Path:
-    import pyspark
-
-    home = tmp_path_factory.mktemp("spark-home")
-    for entry in Path(pyspark.__file__).parent.iterdir():
-        if entry.name != "work":
-            (home / entry.name).symlink_to(entry)
-    return home
+    return link_spark_home(tmp_path_factory.mktemp("spark-home"))
 
 
 @dataclass
