@@ -14,7 +14,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench check-java interop-jars clean
+.PHONY: demo test lint bench check-java interop-jars spark-cds clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "kafkalog needs Python 3.11 or newer, found " + sys.version.split()[0]'
@@ -33,7 +33,12 @@ demo: $(STAMP) check-java
 interop-jars:
 	@ci/interop/resolve.sh
 
-test: $(STAMP) check-java interop-jars
+# The tests' Spark JVMs map the classes they load from one archive (tests/spark_cds.py, into
+# .spark-cds/, git-ignored), built once per java and pyspark; the suite runs without it if it fails.
+spark-cds: $(STAMP) check-java
+	@$(PY) tests/spark_cds.py || echo "spark-cds: not built, the tests' Spark JVMs load their classes from the jars"
+
+test: $(STAMP) check-java interop-jars spark-cds
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
@@ -48,4 +53,4 @@ bench: $(STAMP)
 	$(PY) bench/spark_write.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .interop .mypy_cache .import_linter_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .interop .spark-cds .mypy_cache .import_linter_cache

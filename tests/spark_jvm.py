@@ -4,7 +4,8 @@ sink trials' jobs (spark/sink_job.py) and the cluster drivers and their executor
 
 C1 only and the serial collector: these JVMs run small queries for seconds to minutes, where C2's
 compilations and the parallel collector's threads cost more CPU than they earn, and the suite is
-CPU-bound on two cores. The examples' tests run on the shared session. ``make demo`` and the
+CPU-bound on two cores; and the class-data sharing archive of spark_cds.py when ``make test``
+has built it. The examples' tests run on the shared session. ``make demo`` and the
 benchmarks keep the JVM's defaults, as users run them; their smoke tests (tests/cli/test_cli.py,
 tests/test_bench.py), which check what they do and not how fast, start them with these options
 through ``JDK_JAVA_OPTIONS``, which the ``java`` launcher reads (spark-submit's JVM included)."""
@@ -13,7 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from spark_cds import java_options
+
+# C1 and the serial collector alone: what the CDS archive is built with (spark_cds.py).
+JIT_AND_GC = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SHORT_LIVED_JVM = f"{JIT_AND_GC} {java_options()}".strip()
 
 
 def short_lived_jvm_env(env: dict[str, str]) -> dict[str, str]:
