@@ -75,7 +75,7 @@ kafka_log_source.register(spark)
 df = spark.range(3000).selectExpr("cast(id % 7 as string) as key", "cast(id as string) as value")
 df.write.format("kafkalog").option("path", str(out)).option("topic", "t") \
     .option("numPartitions", 2).mode("append").save()
-n = spark.read.format("kafkalog").option("path", str(out)).option("subscribe", "t").load() \
+spark.read.format("kafkalog").option("path", str(out)).option("subscribe", "t").load() \
     .groupBy("partition").count().collect()
 q = (spark.readStream.format("kafkalog").option("path", str(out)).option("subscribe", "t")
      .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 1000).load()
@@ -121,6 +121,5 @@ def build() -> Path:
     return target
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __name__ == "__main__":                  # tests/ is sys.path[0]: spark_jvm imports
     print(f"spark_cds: {build().relative_to(REPO)}")
