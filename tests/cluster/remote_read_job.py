@@ -1,5 +1,6 @@
 """Driver script (tests/cluster/test_cluster_read.py): the same queries on a topic in an object
-store and on a local directory holding the same records, in one driver run; prints one JSON line.
+store and on a local directory holding the same records, in one driver run; prints one JSON line,
+with where the executors' tasks ran (process, working directory) and the driver's own.
 
 argv[1]: a JSON file {"sources": {name: {"remote": options, "local": options}}, "topic": name,
 "partitions": n, "checkpoints": dir, "max_per_trigger": n, "timestamps": [start, end]}. Every
@@ -7,6 +8,7 @@ query runs on each source's remote and local options.
 """
 
 import json
+import os
 import sys
 
 from cluster_session import cluster_session
@@ -48,7 +50,9 @@ def stream(options: dict, checkpoint: str, fail_at: int | None = None, **extra) 
 
 
 start_ts, end_ts = spec["timestamps"]
-out: dict = {}
+out: dict = {"driver": [os.getpid(), os.getcwd()],
+             "places": spark.sparkContext.parallelize(range(64), 8).map(lambda _: (os.getpid(), os.getcwd()))
+             .distinct().collect()}
 names = {f"{name}/{side}": options for name, sides in spec["sources"].items() for side, options in sides.items()}
 for name, options in names.items():
     out[name] = {

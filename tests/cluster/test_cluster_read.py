@@ -11,7 +11,10 @@ and every query gives the same rows as the same query on a local directory holdi
 records: a batch read, read_committed with an aborted transaction in a remote segment, time
 travel by timestamp, explicit offsets, and a streaming read with ``maxOffsetsPerTrigger`` that
 dies (injected sink failure) and restarts from its checkpoint, moving between the store and the
-local directory on the same checkpoint without a reset. One driver run holds all the queries."""
+local directory on the same checkpoint without a reset. One driver run holds all the queries.
+
+The run also checks the cluster harness itself: the executors' tasks run in processes of their
+own, other than the driver's, each executor in its own working directory under its Spark home."""
 
 from __future__ import annotations
 
@@ -69,6 +72,11 @@ def test_queries_on_the_store_give_the_rows_of_a_local_directory(cluster_driver,
     spec_file.write_text(json.dumps(spec))
     out = cluster_driver.run(HERE / "remote_read_job.py", spec_file, cwd=tmp_path,
                              env={"AWS_EC2_METADATA_DISABLED": "true"})
+    driver_pid, driver_cwd = out["driver"]
+    pids, cwds = {pid for pid, _ in out["places"]}, {cwd for _, cwd in out["places"]}
+    assert len(pids) >= 2 and driver_pid not in pids, out["places"]
+    assert len(cwds) == 2 and driver_cwd not in cwds, out["places"]    # one directory per executor
+    assert all(str(cluster_driver.spark_home) in cwd for cwd in cwds), (cluster_driver.spark_home, cwds)
     total = PARTITIONS * (BATCHES * PER_BATCH + TAIL * PER_BATCH + 10)   # + 2 transactions of 5
     for name in sources:
         remote, local = out[f"{name}/remote"], out[f"{name}/local"]
