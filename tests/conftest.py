@@ -35,14 +35,17 @@ def _connector_jars(session) -> list[str]:
     return sorted(str(p) for p in SPARK_KAFKA_JARS.glob("*.jar"))
 
 
+SPARK_HOME_FOLDER = pytest.StashKey[Path]()
+
+
 def pytest_configure(config):
     home = Path(tempfile.mkdtemp(prefix="kafkalog-spark-home-"))
-    config._kafkalog_spark_home = home
+    config.stash[SPARK_HOME_FOLDER] = home
     os.environ["SPARK_HOME"] = str(link_spark_home(home / "spark"))
 
 
 def pytest_unconfigure(config):
-    if home := getattr(config, "_kafkalog_spark_home", None):
+    if home := config.stash.get(SPARK_HOME_FOLDER, None):
         shutil.rmtree(home, ignore_errors=True)
 
 

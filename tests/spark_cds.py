@@ -39,8 +39,9 @@ def _key() -> str | None:
         return None
     jars = Path(pyspark.__file__).parent / "jars"
     digest = hashlib.sha256()
-    java_stat = Path(java).resolve().stat()
-    digest.update(f"{Path(java).resolve()} {java_stat.st_size} {java_stat.st_mtime_ns}\n".encode())
+    java_path = Path(java).resolve()
+    java_stat = java_path.stat()
+    digest.update(f"{java_path} {java_stat.st_size} {java_stat.st_mtime_ns}\n".encode())
     for jar in sorted(jars.iterdir()):
         st = jar.stat()
         digest.update(f"{jar.resolve()} {st.st_size} {st.st_mtime_ns}\n".encode())
