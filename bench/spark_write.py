@@ -91,11 +91,10 @@ def spark_session(args):
              .config("spark.driver.memory", args.driver_memory)
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    for setting in args.spark_conf:
-        key, _, value = setting.partition("=")
+    for key, value in args.spark_conf:
         spark.conf.set(key, value)
-    print("Spark settings: " + (", ".join(args.spark_conf) or "defaults") + f" ({ARROW_BATCH_BYTES} "
-          f"{spark.conf.get(ARROW_BATCH_BYTES)})")
+    print("Spark settings: " + (", ".join(f"{k}={v}" for k, v in args.spark_conf) or "defaults")
+          + f" ({ARROW_BATCH_BYTES} {spark.conf.get(ARROW_BATCH_BYTES)})")
     return spark
 
 
@@ -124,9 +123,10 @@ def main() -> None:
                     help="a Spark SQL setting for the session (repeatable), e.g. "
                          f"{ARROW_BATCH_BYTES}=2147483647 (docs/options.md)")
     args = ap.parse_args()
-    for setting in args.spark_conf:
-        if not setting.partition("=")[0] or "=" not in setting:
-            ap.error(f"--spark-conf {setting!r}: expected KEY=VALUE")
+    pairs = [setting.partition("=") for setting in args.spark_conf]
+    if bad := [k + eq + v for k, eq, v in pairs if not (k and eq)]:
+        ap.error(f"--spark-conf {bad[0]!r}: expected KEY=VALUE")
+    args.spark_conf = [(k, v) for k, _, v in pairs]
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     if args.remote:
         remote_main(args)
