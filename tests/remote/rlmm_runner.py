@@ -3,7 +3,9 @@
     python rlmm_runner.py <data dir> <seed>
 
 Runs ``operations(seed)`` against a ``TopicBasedRemoteLogMetadataManager`` in ``<data dir>``,
-printing ``acked <i>`` after operation ``i`` returned (the record is durable), until killed or done."""
+printing ``acked <i>`` after operation ``i`` returned (the record is durable), until killed, done,
+or stdin ends. Each operation waits for a line on stdin first: the test hands out the operations it
+lets the writer start, so the writer is never more than those past the last ``acked`` line read."""
 
 from __future__ import annotations
 
@@ -65,6 +67,8 @@ def main() -> None:
     with TopicBasedRemoteLogMetadataManager({"log.dir": data_dir, "remote.log.metadata.topic.num.partitions": "5"}) \
             as manager:
         for i, op in enumerate(operations(seed)):
+            if not sys.stdin.readline():
+                return
             apply(manager, op)
             print("acked", i, flush=True)
 

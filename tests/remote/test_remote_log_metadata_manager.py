@@ -498,12 +498,15 @@ def test_restart_rebuilds_the_same_state(tmp_path):
 
 def run_and_kill(data_dir: Path, seed: int, kill_after: int) -> int:
     """Start the writer process, SIGKILL it once it acknowledged ``kill_after`` operations;
-    returns how many it acknowledged."""
+    returns how many it acknowledged. It is let start ``kill_after + 1`` operations, so the kill
+    lands before, in or after the one past the last acknowledged, never later."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, str(RUNNER), str(data_dir),
-                             str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen([sys.executable, str(RUNNER), str(data_dir), str(seed)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     acked = 0
     try:
+        proc.stdin.write("go\n" * (kill_after + 1))     # stdin stays open: the writer then waits
+        proc.stdin.flush()
         for line in proc.stdout:
             assert line.startswith("acked "), line
             acked = int(line.split()[1]) + 1
@@ -514,6 +517,7 @@ def run_and_kill(data_dir: Path, seed: int, kill_after: int) -> int:
         if proc.poll() is None and acked < kill_after:
             proc.kill()
         proc.wait(timeout=60)
+        proc.stdin.close()
         err = proc.stderr.read()
     assert proc.returncode == -signal.SIGKILL, err[-3000:]
     return acked
