@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(PY) bench/storage.py
 	$(PY) bench/spark_read.py
 	$(PY) bench/spark_write.py
+	$(PY) bench/spark_workers.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .interop .spark-cds .mypy_cache .import_linter_cache

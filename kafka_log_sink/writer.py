@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
+from storage_core.common import settle_reused_worker
 from storage_core.errors import InvalidConfigError, RecordTooLargeError
 from storage_core.format import encode_batches
 from storage_core.format.columnar import HEADER_TYPE
@@ -336,3 +337,4 @@ def stage_all(opts: SinkOptions, producer: ProducerIdentity, write_id: str,
         return stager.finish()
     finally:
         stager.close()
+        settle_reused_worker()          # the kernels the task loaded, with the rest

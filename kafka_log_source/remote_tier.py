@@ -40,6 +40,7 @@ import pyarrow.fs as pafs
 
 from storage_core.checkpoint import TopicPartition as StorageTopicPartition
 from storage_core.checkpoint import topic_id_from_str, topic_id_to_str
+from storage_core.common import settle_reused_worker
 from storage_core.errors import CorruptRecordError, KafkaLogError, RemoteStorageError
 from storage_core.format import decode_run
 from storage_core.format.log_input_stream import max_batch_read_size
@@ -283,10 +284,15 @@ def _first_at_or_after(fs: pafs.FileSystem, path: str, size: int, position: int,
 # ------------------------------------------------------------------------------ executors
 
 def read_any_partition(p: KafkaLogInputPartition) -> Iterator[pa.RecordBatch]:
-    """A task's read: from the store (``KafkaLogRemoteInputPartition``) or the local tier."""
-    if isinstance(p, KafkaLogRemoteInputPartition):
-        return read_remote_partition(p)
-    return read_partition(p)
+    """A task's read: from the store (``KafkaLogRemoteInputPartition``) or the local tier; at its
+    end the kernels it loaded settle with the rest (``settle_reused_worker``)."""
+    try:
+        if isinstance(p, KafkaLogRemoteInputPartition):
+            yield from read_remote_partition(p)
+        else:
+            yield from read_partition(p)
+    finally:
+        settle_reused_worker()
 
 
 def read_remote_partition(p: KafkaLogRemoteInputPartition, chunk: int | None = None,
