@@ -149,4 +149,3 @@ def test_spark_read_remote_reads_the_store_and_the_local_directory(tmp_path):
               "--dir", str(tmp_path / "bench"))
     sides = {ln.split()[0] for ln in out.splitlines() if ln.split()[:1] in (["store"], ["local"])}
     assert sides == {"store", "local"} and "ratio store / local: " in out
-
