@@ -12,11 +12,12 @@ default: four micro-batches), after a warm-up round that is not counted. The sid
   its workers without ``SPARK_REUSE_WORKER`` in their environment (reused all the same): kafkalog
   freezes nothing and PySpark's collection after each task walks every object.
 
-Per side: the CPU seconds of Spark's Python workers (every process started as ``python -m
-<daemon or pyspark module>``, read from ``/proc`` every 20 ms: the daemons reap their children,
-so their CPU never reaches a parent's) and the wall time of the queries; sides alternating, the
-median of ``--repeat`` rounds, and the ratio frozen / unfrozen. Checks: each count is the 1,000
-records written, the copy holds them all.
+Per side: the CPU seconds of Spark's Python workers (every process whose command line is
+``python -m`` one of the two daemon modules, which the daemons' forked workers keep, or
+``-m pyspark.sql.streaming.python_streaming_source_runner``, read from ``/proc`` every 20 ms: the
+daemons reap their children, so their CPU never reaches a parent's) and the wall time of the
+queries; sides alternating, the median of ``--repeat`` rounds, and the ratio frozen / unfrozen.
+Checks: each count is the 1,000 records written, the copy holds them all.
 
     .venv/bin/python bench/spark_workers.py [--repeat 3] [--reads 20] [--max-offsets 300]
 """
@@ -49,7 +50,10 @@ DAEMONS = {"frozen": "pyspark.daemon", "unfrozen": "_unfrozen_daemon"}
 
 
 class WorkerCpu:
-    """CPU seconds of Spark's Python workers, polled from ``/proc`` while it runs."""
+    """CPU seconds of Spark's Python workers, polled from ``/proc`` while it runs: the last CPU
+    time seen of each process (keyed by pid and start time, so a reused pid counts anew), picked by
+    its command line (``/proc``'s stat alone, as bench/spark_read.py's ``proc_stats`` reads it, does
+    not tell a daemon's worker from another Python process)."""
 
     def __init__(self) -> None:
         self.seen: dict[tuple[str, str], float] = {}
