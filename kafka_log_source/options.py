@@ -308,10 +308,10 @@ def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimi
     ``startingOffsets`` (``KafkaSourceProvider.getKafkaOffsetRangeLimit``); likewise ending."""
     ts = opts.get(f"{which}timestamp")
     if ts is not None:
-        try:
-            return ByGlobalTimestamp(int(ts.strip()))
-        except ValueError:
-            raise InvalidConfigError(f"Expected a single long value, got {ts}") from None
+        value = _parse_long(ts)
+        if value is None:
+            raise InvalidConfigError(f"Expected a single long value, got {ts}")
+        return ByGlobalTimestamp(value)
     by_ts = opts.get(f"{which}offsetsbytimestamp")
     if by_ts is not None:
         return ByTimestamps(parse_partition_timestamps(by_ts))
@@ -386,17 +386,29 @@ def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
+def _parse_long(raw: str) -> int | None:
+    """``raw.trim.toLong`` as Spark reads a long option (``java.lang.Long.parseLong``): an
+    optional sign and digits, within a long; None otherwise. Python's ``int`` alone would also
+    take ``1_000`` and numbers beyond a long (``endingTimestamp=9223372036854775808`` read as
+    "no end")."""
+    text = raw.strip()
+    if "_" in text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if LONG_MIN <= value <= LONG_MAX else None
+
+
 def _long(opts: dict[str, str], name: str) -> int | None:
     raw = opts.get(name.lower())
     if raw is None:
         return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
+    value = _parse_long(raw)
+    if value is None:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
-                                 f"number (For input string: \"{raw}\")") from None
-    if not LONG_MIN <= value <= LONG_MAX:
-        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': out of long range")
+                                 f"number within a long (For input string: \"{raw}\")")
     return value
 
 

@@ -506,6 +506,22 @@ def test_global_timestamps_must_be_longs(spark, root):
                     "Expected a single long value, got soon")
 
 
+def test_global_timestamps_beyond_a_long_are_refused(root):
+    """[code: getKafkaOffsetRangeLimit]: ``ts.toLong`` (``Long.parseLong``) refuses a number
+    beyond a long and ``1_000``; Python's ``int`` took both, so ``endingTimestamp=2**63`` was
+    "no record at or after it" and read the whole topic. The numeric options likewise."""
+    base = {"path": str(root), "subscribe": "t"}
+    for key in ("startingTimestamp", "endingTimestamp"):
+        for value in (str(2**63), str(-2**63 - 1), str(10**30), "1_000"):
+            assert_mentions(source_error({**base, key: value}, streaming=False),
+                            f"Expected a single long value, got {value}")
+    for value in (str(2**63), "1_000"):
+        assert_mentions(source_error({**base, "minPartitions": value}, streaming=False),
+                        f"Invalid value '{value}' for option 'minPartitions'")
+    source = make_source({**base, "endingTimestamp": str(2**63 - 1)})
+    assert source.reader(source.schema()).partitions()          # the largest long is a timestamp
+
+
 def test_boolean_options(spark, root, tmp_path):
     """[code: KafkaSourceProvider]: failOnDataLoss defaults to true (reading offsets that were
     deleted fails the task; "FALSE" skips them) and must be "true"/"false"; includeHeaders
