@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -594,6 +595,43 @@ def test_invalid_option_values_named(spark, tmp_path):
     text = write_fails(df, root, {"topic": "t", "compression": "brotli"})
     assert "Invalid value 'brotli' for option 'compression'" in text
     assert not root.exists()
+
+
+def test_unusable_paths_and_numbers_named_before_anything_is_written(tmp_path):
+    """A location with a NUL byte (``path``, ``checkpointLocation``, ``stagingLocation``,
+    ``remotePath``, a ``file:`` URI too) raised a bare ``ValueError: embedded null byte``;
+    ``numPartitions`` beyond an int32 (a partition is one in Kafka) passed, to fail at the first
+    commit; ``1_000`` passed as 1000 (Java's ``parseInt`` refuses it). Each is refused naming
+    the option, from the data source's ``writer`` / ``streamWriter`` as Spark calls them."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from storage_core.errors import InvalidConfigError
+
+    root = tmp_path / "data"
+    schema = StructType([StructField("value", StringType())])
+    base = {"path": str(root), "topic": "t", "remote.storage.enable": "true",
+            "remotePath": str(tmp_path / "remote")}
+    cases = [
+        ({"path": "a\0b"}, "Option 'path'"),
+        ({"path": "file:///tmp/a%00b"}, "Option 'path'"),
+        ({"checkpointLocation": "c\0"}, "Option 'checkpointLocation'"),
+        ({"stagingLocation": "\0"}, "Option 'stagingLocation'"),
+        ({"remotePath": "r\0"}, "Option 'remotePath'"),
+        ({"numPartitions": str(2**31)}, "option 'numPartitions': at most 2147483647"),
+        ({"numPartitions": str(10**30)}, "option 'numPartitions'"),
+        ({"numPartitions": "1_000"}, "Invalid value '1_000' for option 'numPartitions'"),
+        ({"batch.size": "64_000"}, "Invalid value '64_000' for option 'batch.size'"),
+    ]
+    for opts, message in cases:
+        # a batch write has no checkpoint: the batch writer drops checkpointLocation
+        for make in ("streamWriter",) if "checkpointLocation" in opts else ("writer", "streamWriter"):
+            ds = KafkaLogDataSource(CaseInsensitiveDict({**base, **opts}))
+            with pytest.raises(InvalidConfigError, match=re.escape(message)):
+                getattr(ds, make)(schema, False)
+    assert not root.exists() and list(tmp_path.iterdir()) == []
+    ds = KafkaLogDataSource(CaseInsensitiveDict({"path": str(root), "topic": "t",
+                                                 "numPartitions": str(2**31 - 1)}))
+    ds.writer(schema, False)                   # the largest int32 is a partition count
 
 
 def test_segment_batch_and_index_options_shape_the_partition(spark, tmp_path):
