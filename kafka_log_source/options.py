@@ -323,7 +323,18 @@ def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimi
         return Earliest()
     if word == "latest":
         return Latest()
-    return ByOffsets(parse_partition_offsets(raw))
+    offsets = parse_partition_offsets(raw)
+    below = sorted((tp, o) for tp, o in offsets.partitions.items() if o < EARLIEST)
+    if below:
+        # -2 and -1 are Spark's earliest / latest; any other negative is no offset (a consumer's
+        # seek refuses it: KafkaConsumer.seek, "seek offset must not be a negative number"). Taken
+        # as an offset, -3 planned a range [-3, ...) that failOnDataLoss=false quietly read from
+        # the log start, and an ending -7 planned no range at all.
+        (t, p), off = below[0]
+        raise InvalidConfigError(
+            f"Invalid value for option '{which}Offsets': offset {off} for {t}-{p} is neither -2 "
+            f"(earliest), -1 (latest) nor an offset (0 or more), got {raw}")
+    return ByOffsets(offsets)
 
 
 def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
