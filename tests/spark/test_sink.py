@@ -396,6 +396,22 @@ def test_topic_names_and_null_topic_from_data(spark, tmp_path):
     assert not (tmp_path / "base" / "x-0").exists()
 
 
+def test_topic_names_colliding_by_dot_and_underscore_refused(spark, tmp_path):
+    """Kafka refuses to create a topic that differs from an existing one only by '.' against
+    '_' (``Topic.hasCollision``; "Topic 'a_b' collides with existing topic: a.b"): the sink
+    created both. Refused at the commit before any directory of the new topic is made, whether
+    the other topic exists or comes in the same write; the existing topic keeps its records."""
+    root = tmp_path / "data"
+    df = spark.createDataFrame([("v",)], "value string")
+    write(df, root, {"topic": "a.b"})
+    assert "Topic 'a_b' collides with existing topic: a.b" in write_fails(df, root, {"topic": "a_b"})
+    both = spark.createDataFrame([("x.y", "1"), ("x_y", "2")], "topic string, value string")
+    assert "collides with existing topic" in write_fails(both, root)
+    assert partition_dirs(root) == ["a.b-0"]
+    write(df, root, {"topic": "a.b"})                  # the existing topic itself is no collision
+    assert len(read_back(spark, root, "a.b")) == 2
+
+
 # ====================================================================== records
 
 def test_keys_values_headers_and_other_columns(spark, tmp_path):
