@@ -43,7 +43,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import numpy as np
 
 from storage_core.checkpoint import atomic_write
-from storage_core.errors import KafkaLogError, LogLockedError
+from storage_core.errors import InvalidTopicError, KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
@@ -498,6 +498,7 @@ class SinkCoordinator:
 
         from .writer import topic_partition_count
 
+        _check_collisions(self.opts.path, {t for t in topics if not topic_partition_count(self.opts.path, t, 0)})
         for topic in sorted(topics):
             existing = topic_partition_count(self.opts.path, topic, 0)
             if not existing:
@@ -627,3 +628,27 @@ def _staged_chunks(path: Path, size: int, chunk: int = STAGED_CHUNK) -> Iterator
                 if need > len(buf):
                     buf.extend(bytes(need - len(buf)))
                 limit = need
+
+
+def _check_collisions(root: Path, new: set[str]) -> None:
+    """Kafka refuses to create a topic whose name differs from an existing one's only by ``.``
+    against ``_`` (``Topic.hasCollision``; the controller's "Topic 'a_b' collides with existing
+    topic: a.b"): the two would share their metric names. Checked before any directory is made,
+    against the data directory's topics and the other new ones."""
+    if not new:
+        return
+    from storage_core.checkpoint import parse_topic_partition_dir
+
+    existing: set[str] = set()
+    for name in os.listdir(root) if root.is_dir() else ():
+        try:
+            existing.add(parse_topic_partition_dir(name).topic)
+        except KafkaLogError:
+            continue
+    unified: dict[str, str] = {t.replace(".", "_"): t for t in sorted(existing - new)}
+    for topic in sorted(new):
+        other = unified.setdefault(topic.replace(".", "_"), topic)
+        if other != topic:
+            raise InvalidTopicError(f"Topic '{topic}' collides with existing topic: {other} (Kafka's rule: "
+                                    f"topic names that differ only by '.' and '_' collide)")
+

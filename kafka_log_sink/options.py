@@ -21,6 +21,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, DataType, DoubleType, Inte
                                StringType, StructType, TimestampType)
 
 from storage_core.checkpoint import validate_topic_name
+from storage_core.common import INT_MAX
 from storage_core.config import LONG_MAX, LogConfig
 from storage_core.errors import InvalidConfigError, InvalidTopicError
 from storage_core.remote import open_store, store_configs
@@ -99,6 +100,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     num_partitions = _int(opts, "numPartitions", 1)
     if num_partitions <= 0:
         raise InvalidConfigError("Option 'numPartitions' must be positive")
+    if num_partitions > INT_MAX:
+        # a partition is an int32 (Kafka's TopicPartition, CreateTopicsRequest's NumPartitions):
+        # refused here, not at the first commit after the tasks have staged their rows
+        raise InvalidConfigError(f"Invalid value {opts['numpartitions']!r} for option 'numPartitions': "
+                                 f"at most {INT_MAX}")
     fsync = opts.get("fsync", "commit").strip().lower()
     if fsync not in ("commit", "policy"):
         raise InvalidConfigError(f"Invalid value {fsync!r} for option 'fsync': must be commit "
@@ -120,7 +126,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         # Kafka refuses the topic config when the broker has no remote storage system
         raise InvalidConfigError("Option 'remote.storage.enable' is true but no option 'remotePath' names the "
                                  "store the topic's rolled segments go to")
-    crash_pid = opts.get("kafkalog.test.crashpid")
+    crash_pid = _int(opts, "kafkalog.test.crashPid", 0) or None     # never 0: kill(0) is the group
     # Big staged files are renamed into the log as segments instead of copied; small ones are
     # copied, so a stream of small micro-batches does not leave a segment per task behind.
     segment_min = _int(opts, "stagedSegmentMinBytes", max(config.segment_bytes // 32, 1))
@@ -131,7 +137,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         num_partitions=num_partitions, fsync=fsync,
         staging=staging, checkpoint=checkpoint,
         log_config=config, staged_segment_min_bytes=segment_min,
-        crash_at=opts.get("kafkalog.test.crashat"), crash_pid=int(crash_pid) if crash_pid else None,
+        crash_at=opts.get("kafkalog.test.crashat"), crash_pid=crash_pid,
         staging_uri=staging_uri, checkpoint_uri=checkpoint_uri, remote_path=remote_path, store=store)
 
 
@@ -143,10 +149,16 @@ def _location(raw: str | None, option: str, store: Mapping[str, str]) -> tuple[P
     if not raw:
         return None, None
     parts = urlsplit(raw)
+    local = None
     if not parts.scheme or len(parts.scheme) == 1:           # a path (or a Windows drive)
-        return Path(raw).expanduser().resolve(), None
-    if parts.scheme == "file":
-        return Path(unquote(parts.path)).expanduser().resolve(), None
+        local = raw
+    elif parts.scheme == "file":
+        local = unquote(parts.path)
+    if local is not None:
+        if "\0" in local:
+            # no file system takes it; resolve() would raise a bare ValueError (embedded null byte)
+            raise InvalidConfigError(f"Option '{option}': {raw!r} is not a usable path: it holds a NUL byte")
+        return Path(local).expanduser().resolve(), None
     uri = raw.rstrip("/")
     try:
         open_store(dict(store, **{"storage.uri": uri}))
@@ -193,6 +205,8 @@ def _int(opts: dict[str, str], name: str, default: int) -> int:
     if raw is None:
         return default
     try:
+        if "_" in raw:              # int() takes 1_000; Java's parseInt / parseLong do not
+            raise ValueError(raw)
         return int(raw.strip())
     except ValueError:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "

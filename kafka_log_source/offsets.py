@@ -185,9 +185,16 @@ def parse_partition_timestamps(text: str) -> dict[TopicPartition, int]:
     """``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (``JsonUtils.
     partitionTimestamps``): ``{"topicA": {"0": 1000}}`` with epoch-millisecond values."""
     try:
-        return _topic_map(text)
+        root = _load(text)
+        timestamps = _topic_map(text)
     except _Malformed:
         raise InvalidConfigError(_TIMESTAMPS_EXAMPLE + text) from None
+    topics = [topic for topic, _ in root]
+    repeated = sorted({t for t in topics if topics.count(t) > 1})
+    if repeated:
+        # as parse_partition_offsets: Spark would merge or overwrite these silently
+        raise InvalidConfigError(f"Topic(s) {', '.join(repeated)} are given more than once, got {text}")
+    return timestamps
 
 
 # ------------------------------------------------------------------ the source offset

@@ -308,10 +308,10 @@ def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimi
     ``startingOffsets`` (``KafkaSourceProvider.getKafkaOffsetRangeLimit``); likewise ending."""
     ts = opts.get(f"{which}timestamp")
     if ts is not None:
-        try:
-            return ByGlobalTimestamp(int(ts.strip()))
-        except ValueError:
-            raise InvalidConfigError(f"Expected a single long value, got {ts}") from None
+        value = _parse_long(ts)
+        if value is None:
+            raise InvalidConfigError(f"Expected a single long value, got {ts}")
+        return ByGlobalTimestamp(value)
     by_ts = opts.get(f"{which}offsetsbytimestamp")
     if by_ts is not None:
         return ByTimestamps(parse_partition_timestamps(by_ts))
@@ -323,7 +323,18 @@ def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimi
         return Earliest()
     if word == "latest":
         return Latest()
-    return ByOffsets(parse_partition_offsets(raw))
+    offsets = parse_partition_offsets(raw)
+    below = sorted((tp, o) for tp, o in offsets.partitions.items() if o < EARLIEST)
+    if below:
+        # -2 and -1 are Spark's earliest / latest; any other negative is no offset (a consumer's
+        # seek refuses it: KafkaConsumer.seek, "seek offset must not be a negative number"). Taken
+        # as an offset, -3 planned a range [-3, ...) that failOnDataLoss=false quietly read from
+        # the log start, and an ending -7 planned no range at all.
+        (t, p), off = below[0]
+        raise InvalidConfigError(
+            f"Invalid value for option '{which}Offsets': offset {off} for {t}-{p} is neither -2 "
+            f"(earliest), -1 (latest) nor an offset (0 or more), got {raw}")
+    return ByOffsets(offsets)
 
 
 def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
@@ -386,17 +397,29 @@ def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
+def _parse_long(raw: str) -> int | None:
+    """``raw.trim.toLong`` as Spark reads a long option (``java.lang.Long.parseLong``): an
+    optional sign and digits, within a long; None otherwise. Python's ``int`` alone would also
+    take ``1_000`` and numbers beyond a long (``endingTimestamp=9223372036854775808`` read as
+    "no end")."""
+    text = raw.strip()
+    if "_" in text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if LONG_MIN <= value <= LONG_MAX else None
+
+
 def _long(opts: dict[str, str], name: str) -> int | None:
     raw = opts.get(name.lower())
     if raw is None:
         return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
+    value = _parse_long(raw)
+    if value is None:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
-                                 f"number (For input string: \"{raw}\")") from None
-    if not LONG_MIN <= value <= LONG_MAX:
-        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': out of long range")
+                                 f"number within a long (For input string: \"{raw}\")")
     return value
 
 

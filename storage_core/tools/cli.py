@@ -121,6 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_directories(args: argparse.Namespace) -> None:
+    """An empty directory argument (``kafkalog recover "$DATA_DIR"`` with the variable unset) is
+    a usage error: as a path it is the working directory, which ``recover``, ``retention`` and
+    ``compact`` would open as a data directory and write checkpoints into. Kafka refuses an empty
+    ``log.dirs`` likewise (``KafkaConfig``: at least one log directory must be defined)."""
+    for name, flag in (("dir", "DIR"), ("paths", "PATH"), ("partition", "--partition")):
+        value = getattr(args, name, None)
+        for item in ([] if value is None else value if isinstance(value, list) else [value]):
+            if not item.strip():
+                raise UsageError(f"{flag} is empty: give a directory (. for the working directory)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``kafkalog`` with ``argv`` (the process's arguments without); the exit status."""
     args = build_parser().parse_args(argv)
@@ -133,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     out = Output(json_mode=getattr(args, "json", False))
     try:
+        _check_directories(args)
         command = importlib.import_module(f"{__package__}.{args.command_module}")
         return command.run(args, out)
     except (UsageError, FileNotFoundError, NotADirectoryError, PermissionError, KafkaLogError) as e:

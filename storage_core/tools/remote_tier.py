@@ -53,7 +53,7 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         path = Path(args.config)
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as e:
+        except (OSError, UnicodeDecodeError, ValueError) as e:     # ValueError: a NUL in the name
             raise UsageError(f"cannot read --config {path}: {e}") from None
         for n, line in enumerate(lines, 1):
             line = line.strip()

@@ -114,6 +114,24 @@ def test_retention_usage_errors(data: Path, capsys) -> None:
     assert code == 2 and "Failed to acquire lock" in err
 
 
+def test_an_empty_directory_argument_is_a_usage_error(data: Path, capsys, monkeypatch) -> None:
+    """``kafkalog recover "$DATA_DIR"`` with the variable unset: ``Path("")`` is the working
+    directory, which recover / retention / compact opened as a data directory, writing a lock
+    and checkpoints there (and segments into any ``name-N`` folder in it). Refused, exit 2,
+    nothing written; a NUL in ``--config`` is a usage error too, not a traceback."""
+    cwd = data / "cwd"
+    (cwd / "notes-1").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    for argv in (["recover", ""], ["retention", " "], ["compact", ""], ["config", "", "--topic", "t"],
+                 ["describe", ""], ["verify", str(data), ""], ["dump", "--partition", ""],
+                 ["tier", ""]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and "is empty: give a directory" in err, (argv, code, err)
+    assert sorted(p.name for p in cwd.rglob("*")) == ["notes-1"]
+    code, _, err = run(capsys, "dump", "--files", str(data), "--config", "a\0b")
+    assert code == 2 and "cannot read --config" in err
+
+
 # ---------------------------------------------------------------------------------- compact
 
 def test_compact_keeps_the_latest_value_per_key(data: Path, capsys) -> None:

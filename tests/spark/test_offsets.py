@@ -186,6 +186,14 @@ class TestOptionJson:
                 parse_partition_timestamps(text)
             assert str(e.value) == TIMESTAMPS_EXAMPLE + text
 
+    def test_partition_timestamps_with_a_repeated_topic_are_rejected(self):
+        """A topic given twice in timestamp JSON was merged (or its last value kept) silently;
+        refused as parse_partition_offsets refuses it (a repeated key is almost surely a typo)."""
+        for dup in ['{"topicA":{"0":1000},"topicA":{"0":2000}}', '{"topicA":{"0":1},"topicA":{"1":2}}']:
+            with pytest.raises(InvalidConfigError) as e:
+                parse_partition_timestamps(dup)
+            assert "topicA" in str(e.value) and "more than once" in str(e.value)
+
     def test_topic_level_offsets(self):
         """[JsonUtilsSuite "parsing specificOffsets with topic-level earliest/latest"]:
         {"topicA":"earliest","topicB":"latest"} parses to topic offsets and no partition

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -395,6 +396,22 @@ def test_topic_names_and_null_topic_from_data(spark, tmp_path):
     assert not (tmp_path / "base" / "x-0").exists()
 
 
+def test_topic_names_colliding_by_dot_and_underscore_refused(spark, tmp_path):
+    """Kafka refuses to create a topic that differs from an existing one only by '.' against
+    '_' (``Topic.hasCollision``; "Topic 'a_b' collides with existing topic: a.b"): the sink
+    created both. Refused at the commit before any directory of the new topic is made, whether
+    the other topic exists or comes in the same write; the existing topic keeps its records."""
+    root = tmp_path / "data"
+    df = spark.createDataFrame([("v",)], "value string")
+    write(df, root, {"topic": "a.b"})
+    assert "Topic 'a_b' collides with existing topic: a.b" in write_fails(df, root, {"topic": "a_b"})
+    both = spark.createDataFrame([("x.y", "1"), ("x_y", "2")], "topic string, value string")
+    assert "collides with existing topic" in write_fails(both, root)
+    assert partition_dirs(root) == ["a.b-0"]
+    write(df, root, {"topic": "a.b"})                  # the existing topic itself is no collision
+    assert len(read_back(spark, root, "a.b")) == 2
+
+
 # ====================================================================== records
 
 def test_keys_values_headers_and_other_columns(spark, tmp_path):
@@ -594,6 +611,43 @@ def test_invalid_option_values_named(spark, tmp_path):
     text = write_fails(df, root, {"topic": "t", "compression": "brotli"})
     assert "Invalid value 'brotli' for option 'compression'" in text
     assert not root.exists()
+
+
+def test_unusable_paths_and_numbers_named_before_anything_is_written(tmp_path):
+    """A location with a NUL byte (``path``, ``checkpointLocation``, ``stagingLocation``,
+    ``remotePath``, a ``file:`` URI too) raised a bare ``ValueError: embedded null byte``;
+    ``numPartitions`` beyond an int32 (a partition is one in Kafka) passed, to fail at the first
+    commit; ``1_000`` passed as 1000 (Java's ``parseInt`` refuses it). Each is refused naming
+    the option, from the data source's ``writer`` / ``streamWriter`` as Spark calls them."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from storage_core.errors import InvalidConfigError
+
+    root = tmp_path / "data"
+    schema = StructType([StructField("value", StringType())])
+    base = {"path": str(root), "topic": "t", "remote.storage.enable": "true",
+            "remotePath": str(tmp_path / "remote")}
+    cases = [
+        ({"path": "a\0b"}, "Option 'path'"),
+        ({"path": "file:///tmp/a%00b"}, "Option 'path'"),
+        ({"checkpointLocation": "c\0"}, "Option 'checkpointLocation'"),
+        ({"stagingLocation": "\0"}, "Option 'stagingLocation'"),
+        ({"remotePath": "r\0"}, "Option 'remotePath'"),
+        ({"numPartitions": str(2**31)}, "option 'numPartitions': at most 2147483647"),
+        ({"numPartitions": str(10**30)}, "option 'numPartitions'"),
+        ({"numPartitions": "1_000"}, "Invalid value '1_000' for option 'numPartitions'"),
+        ({"batch.size": "64_000"}, "Invalid value '64_000' for option 'batch.size'"),
+    ]
+    for opts, message in cases:
+        # a batch write has no checkpoint: the batch writer drops checkpointLocation
+        for make in ("streamWriter",) if "checkpointLocation" in opts else ("writer", "streamWriter"):
+            ds = KafkaLogDataSource(CaseInsensitiveDict({**base, **opts}))
+            with pytest.raises(InvalidConfigError, match=re.escape(message)):
+                getattr(ds, make)(schema, False)
+    assert not root.exists() and list(tmp_path.iterdir()) == []
+    ds = KafkaLogDataSource(CaseInsensitiveDict({"path": str(root), "topic": "t",
+                                                 "numPartitions": str(2**31 - 1)}))
+    ds.writer(schema, False)                   # the largest int32 is a partition count
 
 
 def test_segment_batch_and_index_options_shape_the_partition(spark, tmp_path):

@@ -506,6 +506,39 @@ def test_global_timestamps_must_be_longs(spark, root):
                     "Expected a single long value, got soon")
 
 
+def test_global_timestamps_beyond_a_long_are_refused(root):
+    """[code: getKafkaOffsetRangeLimit]: ``ts.toLong`` (``Long.parseLong``) refuses a number
+    beyond a long and ``1_000``; Python's ``int`` took both, so ``endingTimestamp=2**63`` was
+    "no record at or after it" and read the whole topic. The numeric options likewise."""
+    base = {"path": str(root), "subscribe": "t"}
+    for key in ("startingTimestamp", "endingTimestamp"):
+        for value in (str(2**63), str(-2**63 - 1), str(10**30), "1_000"):
+            assert_mentions(source_error({**base, key: value}, streaming=False),
+                            f"Expected a single long value, got {value}")
+    for value in (str(2**63), "1_000"):
+        assert_mentions(source_error({**base, "minPartitions": value}, streaming=False),
+                        f"Invalid value '{value}' for option 'minPartitions'")
+    source = make_source({**base, "endingTimestamp": str(2**63 - 1)})
+    assert source.reader(source.schema()).partitions()          # the largest long is a timestamp
+
+
+def test_offsets_below_earliest_are_refused(root):
+    """startingOffsets / endingOffsets JSON: -2 (earliest) and -1 (latest) are the only negative
+    values; a consumer refuses any other (``KafkaConsumer.seek``). Taken as offsets, a starting
+    -3 planned [-3, end) (read from the log start with failOnDataLoss=false) and an ending -7
+    planned nothing, silently. Refused naming the option, batch and stream."""
+    base = {"path": str(root), "assign": '{"t":[0]}'}
+    for streaming in (False, True):
+        text = source_error({**base, "startingOffsets": '{"t":{"0":-3}}', "failOnDataLoss": "false"},
+                            streaming=streaming)
+        assert_mentions(text, "option 'startingOffsets'", "offset -3 for t-0")
+    text = source_error({**base, "startingOffsets": '{"t":{"0":0}}', "endingOffsets": '{"t":{"0":-7}}'},
+                        streaming=False)
+    assert_mentions(text, "option 'endingOffsets'", "offset -7 for t-0")
+    source = make_source({**base, "startingOffsets": '{"t":{"0":-2}}', "endingOffsets": '{"t":{"0":-1}}'})
+    assert source.reader(source.schema()).partitions()
+
+
 def test_boolean_options(spark, root, tmp_path):
     """[code: KafkaSourceProvider]: failOnDataLoss defaults to true (reading offsets that were
     deleted fails the task; "FALSE" skips them) and must be "true"/"false"; includeHeaders
