@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX, TopicPartition,
-                          parse_topic_partition_dir)
+from ..checkpoint import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
+                          LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                          STRAY_DIR_SUFFIX, TopicPartition, parse_topic_partition_dir)
 from ..common import LONG_MAX, wall_ms
 from ..errors import KafkaLogError
 from .files import has_segments
@@ -67,7 +68,41 @@ def data_dir(arg: str) -> Path:
     if has_segments(root):
         raise UsageError(f"{root} is a partition directory: give its data directory "
                          f"({root.parent}) and --topic")
+    check_data_dir(root)
     return root
+
+
+def data_dir_marks() -> tuple[str, ...]:
+    """The files at the top of a data directory that a broker or kafkalog writes there: the
+    ``LogManager``'s checkpoints and lock, the clean-shutdown marker, KRaft's
+    ``meta.properties`` (``kafka-storage format``) and kafkalog's topic overrides."""
+    from ..server import LOCK_FILE, TOPIC_CONFIG_FILE
+
+    return (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+            CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE, LOCK_FILE, "meta.properties", TOPIC_CONFIG_FILE)
+
+
+def check_data_dir(root: Path) -> None:
+    """Refuse a directory that is not empty yet holds nothing of a data directory: none of
+    ``data_dir_marks()`` and no ``topic-partition`` folder with a segment (``/etc``, a home
+    directory, a typo one level too high). The commands that write (``recover``, ``retention``,
+    ``compact``, ``tier``, ``config``) would otherwise put a lock and checkpoints there and
+    create segments in any folder named like a partition (``dbus-1``: topic ``dbus``, partition
+    1). A broker does not start on such a directory either: KRaft requires the
+    ``meta.properties`` that ``kafka-storage format`` writes, and ``LogManager.loadLogs`` fails
+    a log directory holding a folder not named ``topic-partition``."""
+    entries = list(root.iterdir())
+    if not entries:
+        return                                  # a new, empty data directory
+    marks = data_dir_marks()
+    if any(e.name in marks for e in entries):
+        return
+    if any(e.is_dir() and is_topic_partition_name(e.name) and has_segments(e) for e in entries):
+        return
+    raise UsageError(f"{root} does not look like a Kafka data directory: it holds none of a data "
+                     f"directory's files ({', '.join(marks)}) and no topic-partition folder with a "
+                     f"segment; nothing was written (give the data directory itself, a broker's "
+                     f"log.dirs entry)")
 
 
 def open_manager(root: Path, now: int | None, **kwargs: Any) -> "LogManager":

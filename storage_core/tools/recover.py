@@ -15,7 +15,7 @@ from ..checkpoint import (DELETE_DIR_SUFFIX, RECOVERY_POINT_CHECKPOINT, STRAY_DI
                           without_invalid_topics)
 from ..errors import KafkaLogError
 from ..log import Log
-from .data_dirs import partition_dirs
+from .data_dirs import check_data_dir, partition_dirs
 from .output import Output
 
 
@@ -71,6 +71,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if not root.exists():
         raise FileNotFoundError(f"No such file or directory: {args.dir}")
     dirs = partition_dirs(root)
+    if dirs != [root]:
+        check_data_dir(root)                    # a data directory, not a folder of strangers
     failed = changed = 0
     bytes_truncated = 0
     for i, d in enumerate(dirs, 1):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.checkpoint import CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
 from storage_core.tools.cli import main
 from storage_core.config import CleanerConfig
 from storage_core.server import TOPIC_CONFIG_FILE
@@ -130,6 +130,33 @@ def test_an_empty_directory_argument_is_a_usage_error(data: Path, capsys, monkey
     assert sorted(p.name for p in cwd.rglob("*")) == ["notes-1"]
     code, _, err = run(capsys, "dump", "--files", str(data), "--config", "a\0b")
     assert code == 2 and "cannot read --config" in err
+
+
+def test_a_directory_that_is_not_a_data_directory_is_refused_and_left_as_it_was(data: Path, capsys) -> None:
+    """``kafkalog recover /etc`` (a typo one level too high, a home directory): a lock and
+    checkpoints were written into it and segments created in every folder named like a partition
+    (``dbus-1``). The writing commands now refuse a non-empty directory with no data directory
+    file and no partition folder with a segment, exit 2, naming it, every file as it was; a data
+    directory with only a checkpoint, and an empty one, are still taken."""
+    etc = data / "etc"
+    (etc / "dbus-1").mkdir(parents=True)
+    (etc / "ssh").mkdir()
+    (etc / "passwd").write_text("root:x:0:0\n")
+    (etc / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None) for p in etc.rglob("*")}
+    for argv in (["recover", str(etc)], ["retention", str(etc)], ["compact", str(etc)],
+                 ["config", str(etc), "--topic", "t", "--set", "retention.ms=1"], ["tier", str(etc)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and f"{etc} does not look like a Kafka data directory" in err, (argv, code, err)
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None) for p in etc.rglob("*")} == before
+    # a data directory whose partitions are gone but whose checkpoint is there: recovered as before
+    (etc / RECOVERY_POINT_CHECKPOINT).write_text("0\n0\n")
+    code, out, err = run(capsys, "recover", str(etc))
+    assert code == 0 and "dbus-1: ok" in out, (out, err)
+    empty = data / "new-data-dir"
+    empty.mkdir()
+    code, _, err = run(capsys, "retention", str(empty))
+    assert code == 0, err
 
 
 # ---------------------------------------------------------------------------------- compact
