@@ -134,6 +134,39 @@ class TxnState:
     producer: ProducerIdentity
 
 
+_TXN_STATES = ("ongoing", "prepare_commit", "complete", "aborted")
+
+
+def _txn_state(data: object, where: str) -> TxnState:
+    """``txn.json``'s document as a ``TxnState``; any other shape (valid JSON written by
+    something else, or edited) is refused naming the file and the key rather than escaping
+    as a ``KeyError``/``TypeError``, and an unknown state fails loudly instead of being taken
+    for "nothing in flight" (which would skip the recovery of a batch left half-committed)."""
+    def bad(what: str) -> KafkaLogError:
+        return KafkaLogError(f"Unreadable sink transaction log {where}: {what}")
+
+    def integer(key: str, value: object) -> int:
+        if type(value) is not int:              # not bool, not a float that int() would truncate
+            raise bad(f"{key} is {value!r}, not an integer")
+        return value
+
+    if not isinstance(data, dict):
+        raise bad(f"not a JSON object: {str(data)[:40]}")
+    missing = [k for k in ("batch_id", "state", "partitions", "producer_id", "epoch") if k not in data]
+    if missing:
+        raise bad(f"no {missing[0]!r} key")
+    if data["state"] not in _TXN_STATES:
+        raise bad(f"unknown state {data['state']!r} (known: {', '.join(_TXN_STATES)})")
+    parts = data["partitions"]
+    if not isinstance(parts, list) or not all(
+            isinstance(tp, list) and len(tp) == 2 and isinstance(tp[0], str) for tp in parts):
+        raise bad(f"partitions is not a list of [topic, partition] pairs: {str(parts)[:80]}")
+    return TxnState(integer("batch_id", data["batch_id"]), data["state"],
+                    [(t, integer("partition", p)) for t, p in parts],
+                    ProducerIdentity(integer("producer_id", data["producer_id"]),
+                                     integer("epoch", data["epoch"])))
+
+
 class SinkCoordinator:
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
@@ -153,13 +186,12 @@ class SinkCoordinator:
         raw = self.state.read("txn.json")
         if raw is None:
             return None
+        where = self.state.show('txn.json')
         try:
             data = json.loads(raw)
-        except ValueError as e:
-            raise KafkaLogError(f"Unreadable sink transaction log {self.state.show('txn.json')}: {e}") from None
-        return TxnState(int(data["batch_id"]), data["state"],
-                        [(t, int(p)) for t, p in data["partitions"]],
-                        ProducerIdentity(int(data["producer_id"]), int(data["epoch"])))
+        except (ValueError, RecursionError) as e:      # RecursionError: "[[[[..." nested too deep
+            raise KafkaLogError(f"Unreadable sink transaction log {where}: {e}") from None
+        return _txn_state(data, where)
 
     def _write_state(self, st: TxnState) -> None:
         if self.state is None:
