@@ -66,6 +66,19 @@ FETCH_THREADS = 8                   # staged objects fetched at once, partitions
 _LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
+_PRODUCER_ID_RANGE = (0, (1 << 63) - 1)      # what load_producer makes: getrandbits(62)
+_EPOCH_RANGE = (0, (1 << 15) - 1)            # a producer epoch is a Java short, never negative
+
+
+def _json_int(where: str, key: str, value: object, bounds: tuple[int, int]) -> int:
+    """``value`` of ``key`` in the sink's file ``where`` as an int within ``bounds``; not a bool
+    and not a float (which ``int()`` would truncate, or fail on as ``OverflowError``)."""
+    if type(value) is not int or not bounds[0] <= value <= bounds[1]:
+        raise KafkaLogError(f"Unreadable sink file {where}: {key} is {str(value)[:40]}, not an integer "
+                            f"from {bounds[0]} to {bounds[1]}")
+    return value
+
+
 def load_producer(opts: SinkOptions) -> ProducerIdentity:
     """The query's producer identity, created on its first start (a random 62-bit id: two
     queries never share one) and read back on every restart."""
@@ -74,11 +87,16 @@ def load_producer(opts: SinkOptions) -> ProducerIdentity:
         return ProducerIdentity(random.getrandbits(62))
     raw = state.read("producer.json")
     if raw is not None:
+        where = state.show('producer.json')
         try:
             data = json.loads(raw)
-            return ProducerIdentity(int(data["producer_id"]), int(data.get("epoch", 0)))
-        except (ValueError, KeyError, TypeError) as e:
-            raise KafkaLogError(f"Unreadable sink producer identity {state.show('producer.json')}: {e}") from None
+        except (ValueError, RecursionError) as e:       # RecursionError: "[[[[..." nested too deep
+            raise KafkaLogError(f"Unreadable sink producer identity {where}: {e}") from None
+        if not isinstance(data, dict) or "producer_id" not in data:
+            raise KafkaLogError(f"Unreadable sink producer identity {where}: not a JSON object with a "
+                                f"'producer_id' key: {str(data)[:40]}")
+        return ProducerIdentity(_json_int(where, "producer_id", data["producer_id"], _PRODUCER_ID_RANGE),
+                                _json_int(where, "epoch", data.get("epoch", 0), _EPOCH_RANGE))
     ident = ProducerIdentity(random.getrandbits(62))
     state.write("producer.json", json.dumps({"producer_id": ident.producer_id, "epoch": ident.epoch}).encode())
     return ident
@@ -145,11 +163,6 @@ def _txn_state(data: object, where: str) -> TxnState:
     def bad(what: str) -> KafkaLogError:
         return KafkaLogError(f"Unreadable sink transaction log {where}: {what}")
 
-    def integer(key: str, value: object) -> int:
-        if type(value) is not int:              # not bool, not a float that int() would truncate
-            raise bad(f"{key} is {value!r}, not an integer")
-        return value
-
     if not isinstance(data, dict):
         raise bad(f"not a JSON object: {str(data)[:40]}")
     missing = [k for k in ("batch_id", "state", "partitions", "producer_id", "epoch") if k not in data]
@@ -161,10 +174,10 @@ def _txn_state(data: object, where: str) -> TxnState:
     if not isinstance(parts, list) or not all(
             isinstance(tp, list) and len(tp) == 2 and isinstance(tp[0], str) for tp in parts):
         raise bad(f"partitions is not a list of [topic, partition] pairs: {str(parts)[:80]}")
-    return TxnState(integer("batch_id", data["batch_id"]), data["state"],
-                    [(t, integer("partition", p)) for t, p in parts],
-                    ProducerIdentity(integer("producer_id", data["producer_id"]),
-                                     integer("epoch", data["epoch"])))
+    return TxnState(_json_int(where, "batch_id", data["batch_id"], (0, (1 << 63) - 1)), data["state"],
+                    [(t, _json_int(where, "partition", p, (0, (1 << 31) - 1))) for t, p in parts],
+                    ProducerIdentity(_json_int(where, "producer_id", data["producer_id"], _PRODUCER_ID_RANGE),
+                                     _json_int(where, "epoch", data["epoch"], _EPOCH_RANGE)))
 
 
 class SinkCoordinator:

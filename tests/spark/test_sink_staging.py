@@ -294,8 +294,9 @@ GOOD_TXN = {"batch_id": 3, "state": "complete", "partitions": [["t", 0]], "produ
     json.dumps({**GOOD_TXN, "partitions": [["t"]]}).encode(),
     json.dumps({**GOOD_TXN, "partitions": None}).encode(),
     json.dumps({**GOOD_TXN, "state": "weird"}).encode(),
+    json.dumps({**GOOD_TXN, "producer_id": -5}).encode(),
 ], ids=["list", "null", "no-keys", "deep", "str-int", "float", "inf", "short-pair", "null-partitions",
-        "unknown-state"])
+        "unknown-state", "negative-producer"])
 def test_a_damaged_transaction_log_is_refused_naming_it(tmp_path, doc):
     """Found by fuzzing: a ``txn.json`` that is valid JSON of another shape escaped as
     ``KeyError``/``TypeError``/``ValueError``/``OverflowError`` (``RecursionError`` when nested
@@ -313,3 +314,24 @@ def test_a_damaged_transaction_log_is_refused_naming_it(tmp_path, doc):
     with pytest.raises(KafkaLogError, match=r"txn\.json"):
         SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1))
     assert txn.read_bytes() == doc
+
+
+@pytest.mark.parametrize("doc", [b"[" * 100_000, b'{"producer_id": Infinity}', b'{"producer_id": 1.5}',
+                                 b'{"producer_id": true}', b'{"producer_id": -7}', b'{"producer_id": 7, "epoch": 40000}',
+                                 b"[]"],
+                         ids=["deep", "inf", "float", "bool", "negative", "epoch-not-a-short", "list"])
+def test_a_damaged_producer_identity_is_refused_naming_it(tmp_path, doc):
+    """Found by fuzzing: ``producer.json`` nested deep or holding ``Infinity`` escaped as
+    ``RecursionError``/``OverflowError``; a float, a bool or a negative id was taken (``int()``),
+    so the query would have written batches under another producer id than its own."""
+    from kafka_log_sink.commit import load_producer
+    from kafka_log_sink.options import parse_sink_options
+
+    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
+                               "checkpointLocation": str(tmp_path / "chk")})
+    ident = tmp_path / "chk" / "kafkalog-sink" / "producer.json"
+    ident.parent.mkdir(parents=True)
+    ident.write_bytes(doc)
+    with pytest.raises(KafkaLogError, match=r"producer\.json"):
+        load_producer(opts)
+    assert ident.read_bytes() == doc
