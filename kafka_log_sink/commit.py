@@ -43,6 +43,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import numpy as np
 
 from storage_core.checkpoint import atomic_write
+from storage_core.common import INT_MAX, LONG_MAX
 from storage_core.errors import InvalidTopicError, KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
@@ -66,7 +67,7 @@ FETCH_THREADS = 8                   # staged objects fetched at once, partitions
 _LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
-_PRODUCER_ID_RANGE = (0, (1 << 63) - 1)      # what load_producer makes: getrandbits(62)
+_PRODUCER_ID_RANGE = (0, LONG_MAX)           # what load_producer makes: getrandbits(62)
 _EPOCH_RANGE = (0, (1 << 15) - 1)            # a producer epoch is a Java short, never negative
 
 
@@ -174,8 +175,8 @@ def _txn_state(data: object, where: str) -> TxnState:
     if not isinstance(parts, list) or not all(
             isinstance(tp, list) and len(tp) == 2 and isinstance(tp[0], str) for tp in parts):
         raise bad(f"partitions is not a list of [topic, partition] pairs: {str(parts)[:80]}")
-    return TxnState(_json_int(where, "batch_id", data["batch_id"], (0, (1 << 63) - 1)), data["state"],
-                    [(t, _json_int(where, "partition", p, (0, (1 << 31) - 1))) for t, p in parts],
+    return TxnState(_json_int(where, "batch_id", data["batch_id"], (0, LONG_MAX)), data["state"],
+                    [(t, _json_int(where, "partition", p, (0, INT_MAX))) for t, p in parts],
                     ProducerIdentity(_json_int(where, "producer_id", data["producer_id"], _PRODUCER_ID_RANGE),
                                      _json_int(where, "epoch", data["epoch"], _EPOCH_RANGE)))
 

@@ -317,8 +317,8 @@ def test_a_damaged_transaction_log_is_refused_naming_it(tmp_path, doc):
 
 
 @pytest.mark.parametrize("doc", [b"[" * 100_000, b'{"producer_id": Infinity}', b'{"producer_id": 1.5}',
-                                 b'{"producer_id": true}', b'{"producer_id": -7}', b'{"producer_id": 7, "epoch": 40000}',
-                                 b"[]"],
+                                 b'{"producer_id": true}', b'{"producer_id": -7}',
+                                 b'{"producer_id": 7, "epoch": 40000}', b"[]"],
                          ids=["deep", "inf", "float", "bool", "negative", "epoch-not-a-short", "list"])
 def test_a_damaged_producer_identity_is_refused_naming_it(tmp_path, doc):
     """Found by fuzzing: ``producer.json`` nested deep or holding ``Infinity`` escaped as
