@@ -43,6 +43,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import numpy as np
 
 from storage_core.checkpoint import atomic_write
+from storage_core.common import INT_MAX, LONG_MAX
 from storage_core.errors import InvalidTopicError, KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
@@ -66,6 +67,19 @@ FETCH_THREADS = 8                   # staged objects fetched at once, partitions
 _LAST_STORE_SWEEP: dict[str, float] = {}       # staging store root -> when this process last swept it
 
 
+_PRODUCER_ID_RANGE = (0, LONG_MAX)           # what load_producer makes: getrandbits(62)
+_EPOCH_RANGE = (0, (1 << 15) - 1)            # a producer epoch is a Java short, never negative
+
+
+def _json_int(where: str, key: str, value: object, bounds: tuple[int, int]) -> int:
+    """``value`` of ``key`` in the sink's file ``where`` as an int within ``bounds``; not a bool
+    and not a float (which ``int()`` would truncate, or fail on as ``OverflowError``)."""
+    if type(value) is not int or not bounds[0] <= value <= bounds[1]:
+        raise KafkaLogError(f"Unreadable sink file {where}: {key} is {str(value)[:40]}, not an integer "
+                            f"from {bounds[0]} to {bounds[1]}")
+    return value
+
+
 def load_producer(opts: SinkOptions) -> ProducerIdentity:
     """The query's producer identity, created on its first start (a random 62-bit id: two
     queries never share one) and read back on every restart."""
@@ -74,11 +88,16 @@ def load_producer(opts: SinkOptions) -> ProducerIdentity:
         return ProducerIdentity(random.getrandbits(62))
     raw = state.read("producer.json")
     if raw is not None:
+        where = state.show('producer.json')
         try:
             data = json.loads(raw)
-            return ProducerIdentity(int(data["producer_id"]), int(data.get("epoch", 0)))
-        except (ValueError, KeyError, TypeError) as e:
-            raise KafkaLogError(f"Unreadable sink producer identity {state.show('producer.json')}: {e}") from None
+        except (ValueError, RecursionError) as e:       # RecursionError: "[[[[..." nested too deep
+            raise KafkaLogError(f"Unreadable sink producer identity {where}: {e}") from None
+        if not isinstance(data, dict) or "producer_id" not in data:
+            raise KafkaLogError(f"Unreadable sink producer identity {where}: not a JSON object with a "
+                                f"'producer_id' key: {str(data)[:40]}")
+        return ProducerIdentity(_json_int(where, "producer_id", data["producer_id"], _PRODUCER_ID_RANGE),
+                                _json_int(where, "epoch", data.get("epoch", 0), _EPOCH_RANGE))
     ident = ProducerIdentity(random.getrandbits(62))
     state.write("producer.json", json.dumps({"producer_id": ident.producer_id, "epoch": ident.epoch}).encode())
     return ident
@@ -134,6 +153,34 @@ class TxnState:
     producer: ProducerIdentity
 
 
+_TXN_STATES = ("ongoing", "prepare_commit", "complete", "aborted")
+
+
+def _txn_state(data: object, where: str) -> TxnState:
+    """``txn.json``'s document as a ``TxnState``; any other shape (valid JSON written by
+    something else, or edited) is refused naming the file and the key rather than escaping
+    as a ``KeyError``/``TypeError``, and an unknown state fails loudly instead of being taken
+    for "nothing in flight" (which would skip the recovery of a batch left half-committed)."""
+    def bad(what: str) -> KafkaLogError:
+        return KafkaLogError(f"Unreadable sink transaction log {where}: {what}")
+
+    if not isinstance(data, dict):
+        raise bad(f"not a JSON object: {str(data)[:40]}")
+    missing = [k for k in ("batch_id", "state", "partitions", "producer_id", "epoch") if k not in data]
+    if missing:
+        raise bad(f"no {missing[0]!r} key")
+    if data["state"] not in _TXN_STATES:
+        raise bad(f"unknown state {data['state']!r} (known: {', '.join(_TXN_STATES)})")
+    parts = data["partitions"]
+    if not isinstance(parts, list) or not all(
+            isinstance(tp, list) and len(tp) == 2 and isinstance(tp[0], str) for tp in parts):
+        raise bad(f"partitions is not a list of [topic, partition] pairs: {str(parts)[:80]}")
+    return TxnState(_json_int(where, "batch_id", data["batch_id"], (0, LONG_MAX)), data["state"],
+                    [(t, _json_int(where, "partition", p, (0, INT_MAX))) for t, p in parts],
+                    ProducerIdentity(_json_int(where, "producer_id", data["producer_id"], _PRODUCER_ID_RANGE),
+                                     _json_int(where, "epoch", data["epoch"], _EPOCH_RANGE)))
+
+
 class SinkCoordinator:
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
@@ -153,13 +200,12 @@ class SinkCoordinator:
         raw = self.state.read("txn.json")
         if raw is None:
             return None
+        where = self.state.show('txn.json')
         try:
             data = json.loads(raw)
-        except ValueError as e:
-            raise KafkaLogError(f"Unreadable sink transaction log {self.state.show('txn.json')}: {e}") from None
-        return TxnState(int(data["batch_id"]), data["state"],
-                        [(t, int(p)) for t, p in data["partitions"]],
-                        ProducerIdentity(int(data["producer_id"]), int(data["epoch"])))
+        except (ValueError, RecursionError) as e:      # RecursionError: "[[[[..." nested too deep
+            raise KafkaLogError(f"Unreadable sink transaction log {where}: {e}") from None
+        return _txn_state(data, where)
 
     def _write_state(self, st: TxnState) -> None:
         if self.state is None:

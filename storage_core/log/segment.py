@@ -235,7 +235,7 @@ class LogSegment:
         if self._max_ts is None:
             last = self.time_index.last_entry
             ts, off = last.timestamp, last.offset
-            for b in self.batches(self.offset_index.lookup(last.offset).position):
+            for b in self.batches(self._index_position(last.offset)):
                 if b.max_timestamp > ts:
                     ts, off = b.max_timestamp, b.last_offset
             self._max_ts = (ts, off)
@@ -253,7 +253,7 @@ class LogSegment:
         readable, no bytes after the last one), else None: what decides whether a segment at
         the recovery point needs recovering."""
         try:
-            start = self.offset_index.lookup(LONG_MAX).position
+            start = self._index_position(LONG_MAX)
             nxt, end = self.base_offset, start
             for b in self.batches(start):
                 nxt, end = b.next_offset, b.position + b.size
@@ -275,9 +275,17 @@ class LogSegment:
                 return True
         return False
 
+    def _index_position(self, offset: int) -> int:
+        """Where a walk for ``offset`` starts: the offset index's floor entry's position, never
+        below 0. As ``translate_offset`` (Kafka's ``translateOffset``: ``max(mapping.position,
+        startingFilePosition)``): a garbage entry's negative position (no writer makes one) made
+        ``pread`` fail with an ``OSError`` naming no file; from 0 the walk finds what it looks for
+        (``kafkalog verify`` reports the entry)."""
+        return max(self.offset_index.lookup(offset).position, 0)
+
     def read_next_offset(self) -> int:
         """The offset after the last batch, found by scanning from the last index entry."""
-        start = self.offset_index.lookup(LONG_MAX).position
+        start = self._index_position(LONG_MAX)
         nxt = self.base_offset
         for b in self.batches(start):
             nxt = b.next_offset
@@ -478,7 +486,7 @@ class LogSegment:
         it, then the records of the batches whose largest timestamp reaches it."""
         starting_offset = self.base_offset if starting_offset is None else starting_offset
         hint = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(max(hint.offset, starting_offset)).position
+        start = self._index_position(max(hint.offset, starting_offset))
         for b in self.batches(start):
             if b.max_timestamp >= timestamp:
                 found = self._first_record_at(b, timestamp, starting_offset)

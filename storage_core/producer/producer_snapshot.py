@@ -18,6 +18,7 @@ state manager's business.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from dataclasses import dataclass
@@ -123,6 +124,25 @@ def encode_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
     return bytes(buf)
 
 
+def _check_header(header: bytes | memoryview, size: int, where: str) -> None:
+    """``decode_snapshot``'s checks of the header against the file's ``size`` (in bytes)."""
+    def corrupt(reason: str) -> CorruptSnapshotError:
+        return CorruptSnapshotError(f"{reason}{where}")
+
+    if size < HEADER_SIZE:
+        raise corrupt(f"Snapshot is truncated: {size} bytes, shorter than its {HEADER_SIZE}-byte "
+                      f"header")
+    version, _, count = _HEADER.unpack_from(header, 0)
+    if version != PRODUCER_SNAPSHOT_VERSION:
+        raise corrupt(f"Snapshot contained an unknown file version {version}")
+    if count < 0:
+        raise corrupt(f"Snapshot has a negative producer entry count {count}")
+    expected = HEADER_SIZE + ENTRY_SIZE * count
+    if size != expected:
+        raise corrupt(f"Snapshot length {size} does not match its {count} entries "
+                      f"({HEADER_SIZE} + {ENTRY_SIZE} x {count} = {expected} bytes)")
+
+
 def decode_snapshot(buf: bytes | bytearray | memoryview, *,
                     source: str | PathLike[str] | None = None) -> list[ProducerSnapshotEntry]:
     """The entries of a snapshot, in file order. Anything Kafka would refuse (short header,
@@ -135,19 +155,8 @@ def decode_snapshot(buf: bytes | bytearray | memoryview, *,
     def corrupt(reason: str) -> CorruptSnapshotError:
         return CorruptSnapshotError(f"{reason}{where}")
 
-    size = len(view)
-    if size < HEADER_SIZE:
-        raise corrupt(f"Snapshot is truncated: {size} bytes, shorter than its {HEADER_SIZE}-byte "
-                      f"header")
-    version, stored_crc, count = _HEADER.unpack_from(view, 0)
-    if version != PRODUCER_SNAPSHOT_VERSION:
-        raise corrupt(f"Snapshot contained an unknown file version {version}")
-    if count < 0:
-        raise corrupt(f"Snapshot has a negative producer entry count {count}")
-    expected = HEADER_SIZE + ENTRY_SIZE * count
-    if size != expected:
-        raise corrupt(f"Snapshot length {size} does not match its {count} entries "
-                      f"({HEADER_SIZE} + {ENTRY_SIZE} x {count} = {expected} bytes)")
+    _check_header(view[:HEADER_SIZE], len(view), where)
+    stored_crc = _HEADER.unpack_from(view, 0)[1]
     computed = crc32c.crc32c(view[ENTRIES_OFFSET:])
     if stored_crc != computed:
         raise corrupt(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. "
@@ -178,7 +187,14 @@ def write_snapshot(directory: str | PathLike[str], offset: int,
 def read_snapshot(path: str | PathLike[str]) -> list[ProducerSnapshotEntry]:
     """The entries of the snapshot file at ``path`` (``CorruptSnapshotError`` if invalid)."""
     path = Path(path)
-    return decode_snapshot(path.read_bytes(), source=path)
+    with open(path, "rb") as f:
+        # the header against the file's size before the rest is read: a file of gigabytes (sparse,
+        # or grown by a runaway writer) whose header counts 4 producers was read whole to be
+        # refused (Kafka's readSnapshot reads it all too, with Files.readAllBytes)
+        header = f.read(HEADER_SIZE)
+        _check_header(header, os.fstat(f.fileno()).st_size, f" ({path})")
+        data = header + f.read()
+    return decode_snapshot(data, source=path)
 
 
 def list_snapshots(directory: str | PathLike[str]) -> list[tuple[int, Path]]:

@@ -17,6 +17,7 @@ unset, ``PyArrowRemoteStorageManager`` or Kafka's ``LocalTieredStorage`` (whose 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from .remote_log_metadata_manager import (DEFAULT_REMOTE_LOG_METADATA_MANAGER_IM
                                           TopicBasedRemoteLogMetadataManager)
 from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX,
                               REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP, PyArrowRemoteStorageManager)
+
+logger = logging.getLogger(__name__)
 
 REMOTE_LOG_STORAGE_SYSTEM_ENABLE_PROP = "remote.log.storage.system.enable"
 REMOTE_LOG_MANAGER_TASK_INTERVAL_MS_PROP = "remote.log.manager.task.interval.ms"
@@ -130,9 +133,17 @@ class RemoteLogManagerConfig:
 
     def rlmm_configs(self, log_dir: str | Path) -> dict[str, object]:
         """What ``configAndWrapRlmmPlugin`` passes the metadata manager (``log.dir``: the first
-        data directory, unless the properties name one under the prefix)."""
+        data directory)."""
         configs = self._prefixed(self.remote_log_metadata_manager_impl_prefix)
-        configs.setdefault("log.dir", str(log_dir))
+        # put after the prefixed ones, as Kafka's RemoteLogManager.configureRLMM does: a
+        # ``rlmm.config.log.dir`` made `kafkalog tier` write a metadata topic and checkpoints
+        # wherever it pointed (relative to the working directory), outside the data directory
+        prefixed = configs.get("log.dir")
+        if prefixed is not None and str(prefixed) != str(log_dir):
+            logger.warning("Ignoring %slog.dir=%s: the %s topic is in the data directory %s",
+                           self.remote_log_metadata_manager_impl_prefix, prefixed,
+                           "__remote_log_metadata", log_dir)
+        configs["log.dir"] = str(log_dir)
         return configs
 
     def create_remote_storage_manager(self) -> PyArrowRemoteStorageManager:

@@ -202,7 +202,10 @@ class IndexLookup:
 
     def position(self, offset: int) -> int:
         slot = bisect.bisect_right(self.offsets, offset) - 1
-        return 0 if slot < 0 else self.positions[slot]
+        # a negative position (a corrupt entry, reported by the offset index's own check) is no
+        # place to start a walk: from the start of the log instead (Kafka's FileRecords.slice
+        # throws on it, ending DumpLogSegments)
+        return 0 if slot < 0 or self.positions[slot] < 0 else self.positions[slot]
 
 
 def max_index_size_of(path: Path) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..checkpoint import PARTITION_METADATA_FILE, parse_partition_metadata, parse_topic_partition_dir
+from ..checkpoint import PARTITION_METADATA_FILE, PartitionMetadataFile, parse_topic_partition_dir
 from ..errors import KafkaLogError, RemoteResourceNotFoundError, RemoteStorageError
 from ..log import filename_prefix
 from ..remote import (REMOTE_LOG_METADATA_TOPIC_NAME, IndexType, PyArrowRemoteStorageManager, RemoteInputStream,
@@ -124,7 +124,9 @@ class RemoteTier:
         if not meta.exists():
             raise KafkaLogError(f"{partition_dir} has no {PARTITION_METADATA_FILE}: its topic id, which names its "
                                 f"remote segments, is unknown")
-        return TopicIdPartition(parse_partition_metadata(meta.read_text("utf-8")).topic_id,
+        # PartitionMetadataFile.read: bytes that are not UTF-8 a CorruptCheckpointError naming the
+        # file and byte position (read_text raised UnicodeDecodeError), a bad line naming the file
+        return TopicIdPartition(PartitionMetadataFile(partition_dir).read(),
                                 parse_topic_partition_dir(partition_dir.name))
 
     def segments(self, partition_dir: Path) -> list[RemoteLogSegmentMetadata]:

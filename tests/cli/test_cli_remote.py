@@ -180,6 +180,24 @@ def test_without_a_metadata_topic_remote_dump_is_a_clear_error(tmp_path: Path) -
     assert kafkalog("dump").returncode == 2
 
 
+@pytest.mark.parametrize("content", [b"version: 0\ntopic_id: \xff\xfeAAAAAAAAAAAAAAAAAAAA\n",
+                                     b"version: 0\ntopic_id: xx\n"], ids=["not-utf8", "bad-id"])
+def test_a_damaged_partition_metadata_in_a_remote_dump_is_named(tmp_path: Path, content: bytes) -> None:
+    """Found by fuzzing: the remote tier read ``partition.metadata`` (the topic id naming the
+    remote segments) with ``read_text``, so bytes that are not UTF-8 ended ``dump --partition``
+    in a ``UnicodeDecodeError`` traceback, and a bad line was reported without the file. Now it
+    reads it as the log does (``PartitionMetadataFile``): the file named, with the byte position."""
+    part = tmp_path / "data" / "plain-0"
+    with Log.open(part, LogConfig(), topic_id=uuid.uuid4()) as log:
+        log.append(pa.table({"value": pa.array([b"x"])}))
+    (part / "partition.metadata").write_bytes(content)
+    r = kafkalog("dump", "--partition", str(part), "--property", f"rsm.config.storage.uri={tmp_path / 'store'}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{part / 'partition.metadata'}, line 2" in r.stderr, r.stderr
+    if content.startswith(b"version: 0\ntopic_id: \xff"):
+        assert "Invalid UTF-8 at byte 21" in r.stderr
+
+
 def test_turning_tiering_off_from_the_cli_deletes_the_remote_data_at_the_next_tier_pass(tiered: Tiered) -> None:
     """``kafkalog config`` only edits the topic's configuration file (no manager acts on the
     change, as Kafka's TopicConfigHandler would); the next ``kafkalog tier`` pass finds the

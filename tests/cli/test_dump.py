@@ -790,6 +790,26 @@ def test_verify_names_the_file_and_position_of_each_corruption(tmp_path: Path) -
     assert out.stdout.splitlines()[-1] == "15 of 24 files valid"        # 9 files with problems
 
 
+def test_a_negative_index_position_is_reported_not_a_traceback(tmp_path: Path) -> None:
+    """Found by fuzzing: an .index entry with a negative position made ``verify`` (checking the
+    .timeindex beside it) and ``dump`` of that .timeindex start a batch walk there and end in a
+    ``struct.error`` traceback (Kafka's DumpLogSegments ends in FileRecords.slice's
+    IllegalArgumentException). The walk now starts at 0; the .index's own check reports it."""
+    root = _checked_dir(tmp_path)
+    idx = root / "orders-1" / f"{SEG}.index"
+    ib = bytearray(idx.read_bytes())
+    ib[4:8] = struct.pack(">i", -1)                   # entry 0's position
+    idx.write_bytes(ib)
+    out = kafkalog("verify", root / "orders-1")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    corrupt = [line.split(" CORRUPT ", 1)[1] for line in out.stdout.splitlines() if " CORRUPT " in line]
+    assert len(corrupt) == 1 and corrupt[0].startswith(f"{idx}: position 0 (entry 0): "), corrupt
+    assert "position -1" in corrupt[0]
+    dump = kafkalog("dump", "--files", root / "orders-1" / f"{SEG}.timeindex")
+    assert dump.returncode == 0 and "Traceback" not in dump.stderr, dump.stderr
+    assert "timestamp: " in dump.stdout
+
+
 # ------------------------------------------------------------------------------ recover
 
 def _two_segment_partition(root: Path) -> Path:

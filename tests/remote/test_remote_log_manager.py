@@ -165,6 +165,10 @@ def test_broker_settings() -> None:
     assert c.rsm_configs() == {"storage.uri": "/x", "broker.id": 3, "node.id": 3}
     assert c.rlmm_configs("/d") == {"remote.log.metadata.topic.num.partitions": "5", "broker.id": 3, "node.id": 3,
                                     "log.dir": "/d"}
+    # the data directory wins over a prefixed log.dir (RemoteLogManager.configureRLMM puts it after);
+    # found by fuzzing: `kafkalog tier --property rlmm.config.log.dir=/etc` wrote a metadata topic there
+    prefixed = RemoteLogManagerConfig.from_properties({"rlmm.config.log.dir": "/etc"})
+    assert prefixed.rlmm_configs("/d")["log.dir"] == "/d"
     for props, key in [({"remote.log.manager.task.interval.ms": "0"}, "remote.log.manager.task.interval.ms"),
                        ({"remote.log.storage.system.enable": "yes"}, "remote.log.storage.system.enable"),
                        ({"remote.log.storage.manager.class.name": "com.example.S3RSM"},

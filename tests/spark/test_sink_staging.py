@@ -3,6 +3,7 @@ a bounded size, big batches whole, damage refused with the file named. No Spark 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -280,3 +281,57 @@ def test_a_damaged_later_staged_file_fails_the_partition_before_its_first_is_app
     with Log.open(tmp_path / "out" / "t-0") as log:
         assert log.log_end_offset == 0
     assert Path(good.path).exists()
+
+
+GOOD_TXN = {"batch_id": 3, "state": "complete", "partitions": [["t", 0]], "producer_id": 5, "epoch": 1}
+
+
+@pytest.mark.parametrize("doc", [
+    b"[]", b"null", b"{}", b"[" * 100_000,
+    json.dumps({**GOOD_TXN, "batch_id": "x"}).encode(),
+    json.dumps({**GOOD_TXN, "batch_id": 3.7}).encode(),
+    json.dumps({**GOOD_TXN, "epoch": float("inf")}).encode(),
+    json.dumps({**GOOD_TXN, "partitions": [["t"]]}).encode(),
+    json.dumps({**GOOD_TXN, "partitions": None}).encode(),
+    json.dumps({**GOOD_TXN, "state": "weird"}).encode(),
+    json.dumps({**GOOD_TXN, "producer_id": -5}).encode(),
+], ids=["list", "null", "no-keys", "deep", "str-int", "float", "inf", "short-pair", "null-partitions",
+        "unknown-state", "negative-producer"])
+def test_a_damaged_transaction_log_is_refused_naming_it(tmp_path, doc):
+    """Found by fuzzing: a ``txn.json`` that is valid JSON of another shape escaped as
+    ``KeyError``/``TypeError``/``ValueError``/``OverflowError`` (``RecursionError`` when nested
+    deep), and an unknown state was taken for "nothing in flight". Now the commit refuses it
+    with a ``KafkaLogError`` naming the file, and leaves the file as it was."""
+    from kafka_log_sink.commit import SinkCoordinator
+    from kafka_log_sink.options import parse_sink_options
+    from kafka_log_sink.writer import ProducerIdentity
+
+    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
+                               "checkpointLocation": str(tmp_path / "chk")})
+    txn = tmp_path / "chk" / "kafkalog-sink" / "txn.json"
+    txn.parent.mkdir(parents=True)
+    txn.write_bytes(doc)
+    with pytest.raises(KafkaLogError, match=r"txn\.json"):
+        SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1))
+    assert txn.read_bytes() == doc
+
+
+@pytest.mark.parametrize("doc", [b"[" * 100_000, b'{"producer_id": Infinity}', b'{"producer_id": 1.5}',
+                                 b'{"producer_id": true}', b'{"producer_id": -7}',
+                                 b'{"producer_id": 7, "epoch": 40000}', b"[]"],
+                         ids=["deep", "inf", "float", "bool", "negative", "epoch-not-a-short", "list"])
+def test_a_damaged_producer_identity_is_refused_naming_it(tmp_path, doc):
+    """Found by fuzzing: ``producer.json`` nested deep or holding ``Infinity`` escaped as
+    ``RecursionError``/``OverflowError``; a float, a bool or a negative id was taken (``int()``),
+    so the query would have written batches under another producer id than its own."""
+    from kafka_log_sink.commit import load_producer
+    from kafka_log_sink.options import parse_sink_options
+
+    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
+                               "checkpointLocation": str(tmp_path / "chk")})
+    ident = tmp_path / "chk" / "kafkalog-sink" / "producer.json"
+    ident.parent.mkdir(parents=True)
+    ident.write_bytes(doc)
+    with pytest.raises(KafkaLogError, match=r"producer\.json"):
+        load_producer(opts)
+    assert ident.read_bytes() == doc

@@ -450,6 +450,31 @@ def test_negative_index_position_is_rebuilt(tmp_path: Path) -> None:
         assert log.read(5, max_bytes=1).column("offset")[0].as_py() == 5
 
 
+@pytest.mark.parametrize("read_only", [True, False])
+def test_negative_index_position_below_the_recovery_point_is_walked_from_the_start(
+        tmp_path: Path, read_only: bool) -> None:
+    """Found by fuzzing: a negative position in the .index of a rolled segment of a cleanly
+    closed log (not recovered, so not rebuilt) reached os.pread from the segment's other walks
+    (its next offset, largest timestamp, time lookups): ``kafkalog describe`` said only
+    ``[Errno 22] Invalid argument``. They now start at 0, as ``translate_offset`` already did
+    (Kafka's ``translateOffset``: ``max(position, startingFilePosition)``)."""
+    part = tmp_path / "orders-0"
+    with Log.open(part, LogConfig(index_interval_bytes=0)) as log:
+        for i in range(3):
+            log.append(pa.table({"value": [b"a%d" % (2 * i), b"b%d" % (2 * i + 1)]},
+                                ).append_column("timestamp", pa.array([1000 + 2 * i, 1001 + 2 * i], pa.int64())))
+        log.roll()
+    with open(part / "00000000000000000000.index", "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack(">ii", 3, -1))                 # entry 1: offset 3 at position -1
+    with Log.open(part, read_only=read_only) as log:
+        seg = log.segments[0]
+        assert seg.read_next_offset() == 6
+        assert seg.max_timestamp_so_far.timestamp == 1005
+        assert log.fetch_offset_by_timestamp(1004).offset == 4
+        assert log.read(0).column("offset").to_pylist() == list(range(6))
+
+
 def test_base_offset_jump_in_last_batch_of_a_segment(tmp_path: Path) -> None:
     part = tmp_path / "orders-0"
     with Log.open(part) as log:

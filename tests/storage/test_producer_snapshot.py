@@ -24,6 +24,7 @@ import functools
 import os
 import stat
 import struct
+import tracemalloc
 from pathlib import Path
 
 import crc32c
@@ -129,6 +130,23 @@ def test_read_write_snapshot_round_trip(tmp_path):
     assert with_batch.has_batch_metadata and not without_batch.has_batch_metadata
     assert with_batch.first_offset == 1003 and without_batch.first_offset == -1
     assert with_batch.first_sequence == 10 and without_batch.first_sequence == -1
+
+
+def test_a_huge_file_is_refused_by_its_header_without_being_read(tmp_path):
+    """Found by fuzzing: a snapshot whose header counts 2 producers, extended (sparse) to 3 GiB,
+    was read whole to be refused: ``Log.open`` peaked at 3.2 GB. Its size is now checked
+    against the header before the rest is read."""
+    path = write_snapshot(tmp_path, 7, [ProducerSnapshotEntry(1, 0), ProducerSnapshotEntry(2, 0)])
+    os.truncate(path, 3 << 30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptSnapshotError, match=rf"Snapshot length {3 << 30} does not match its 2 "
+                                                       rf"entries .*\({path}\)"):
+            read_snapshot(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
 
 
 def test_coordinator_epoch_and_open_txn_survive_reload(tmp_path):
