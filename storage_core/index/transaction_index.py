@@ -3,13 +3,16 @@
 An append-only file of 34-byte big-endian entries, one per aborted (non-empty) transaction whose
 ABORT marker landed in the segment: ``int16 version (0), int64 producerId, int64 firstOffset,
 int64 lastOffset (the marker), int64 lastStableOffset``. No header, no preallocation, and no file
-at all until the first abort. It is a plain file (read whole, parsed with numpy), not a mapping.
+at all until the first abort. It is a plain file (read with pread, parsed with numpy), not a mapping.
 
 Reading follows Kafka's iterator exactly: entries are read from position 0 in 34-byte steps, a
 partial tail (a torn write) is ignored, and an entry whose first byte, read as a *signed* byte,
 is above 0 is an unknown version (Kafka's ``KafkaException``, here CorruptIndexError naming the
 file and the byte position). Like the iterator, a search that stops early never sees later
-entries, so a bad version past the stopping point is not reported.
+entries, so a bad version past the stopping point is not reported. As Kafka's iterator reads it
+entry by entry, the file is read a chunk of entries at a time (``_CHUNK_ENTRIES``): the memory a
+check, a truncation or a search takes is bounded whatever the file's size (a sparse or runaway
+file of gigabytes was read whole: 4.3 GB for a 3 GiB file).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import ClassVar, Iterator, Self
 
 import numpy as np
 
@@ -33,6 +36,7 @@ _ENTRY = struct.Struct(">hqqqq")
 _DTYPE = np.dtype([("version", ">i2"), ("producer_id", ">i8"), ("first_offset", ">i8"),
                    ("last_offset", ">i8"), ("last_stable_offset", ">i8")])
 _UNKNOWN = object()   # last offset not read from the file yet
+_CHUNK_ENTRIES = 1 << 15   # entries per read (1.1 MB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,21 +95,28 @@ class TransactionIndex:
             self._fd = open_data_file(self._path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         return self._fd
 
-    def _read(self) -> np.ndarray:
-        """Every complete entry, in file order (a structured big-endian array)."""
+    def _chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Every complete entry in file order, ``_CHUNK_ENTRIES`` at a time: ``(number of the
+        chunk's first entry, a structured big-endian array)``; a partial tail is not read."""
         if self._fd is None and not self._path.exists():
-            return np.empty(0, dtype=_DTYPE)
+            return
         fd = self._channel()
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, size - size % AbortedTxn.SIZE, 0)
-        return np.frombuffer(data, dtype=_DTYPE, count=len(data) // AbortedTxn.SIZE)
+        total = os.fstat(fd).st_size // AbortedTxn.SIZE
+        for first in range(0, total, _CHUNK_ENTRIES):
+            data = os.pread(fd, min(_CHUNK_ENTRIES, total - first) * AbortedTxn.SIZE, first * AbortedTxn.SIZE)
+            count = len(data) // AbortedTxn.SIZE
+            if count:
+                yield first, np.frombuffer(data, dtype=_DTYPE, count=count)
+            if count < _CHUNK_ENTRIES:
+                return
 
-    def _check_versions(self, entries: np.ndarray) -> None:
-        """Kafka reads the version as the entry's first byte, signed: > 0 is unknown."""
+    def _check_versions(self, entries: np.ndarray, first: int = 0) -> None:
+        """Kafka reads the version as the entry's first byte, signed: > 0 is unknown
+        (``entries`` begin with entry number ``first`` of the file)."""
         first_byte = entries["version"].astype(np.int16) >> 8
         bad = np.flatnonzero(first_byte > AbortedTxn.CURRENT_VERSION)
         if bad.size:
-            raise self._bad_version(int(bad[0]), int(first_byte[bad[0]]))
+            raise self._bad_version(first + int(bad[0]), int(first_byte[bad[0]]))
 
     def _bad_version(self, n: int, version: int) -> CorruptIndexError:
         return CorruptIndexError(
@@ -118,8 +129,13 @@ class TransactionIndex:
 
     def _known_last_offset(self) -> int | None:
         if self._last_offset is _UNKNOWN:
-            entries = self._read()
-            self._last_offset = int(entries["last_offset"][-1]) if len(entries) else None
+            last = None
+            if self._fd is not None or self._path.exists():
+                fd = self._channel()
+                n = os.fstat(fd).st_size // AbortedTxn.SIZE
+                if n:                           # the last complete entry alone
+                    last = AbortedTxn.from_bytes(os.pread(fd, AbortedTxn.SIZE, (n - 1) * AbortedTxn.SIZE)).last_offset
+            self._last_offset = last
         return self._last_offset  # type: ignore[return-value]
 
     # -- properties ------------------------------------------------------------------------------
@@ -161,15 +177,18 @@ class TransactionIndex:
     def truncate_to(self, offset: int) -> None:
         """Cut the file at the first entry with ``last_offset >= offset``; nothing if none."""
         with self._lock:
-            entries = self._read()
-            hits = np.flatnonzero(entries["last_offset"] >= offset)
-            if hits.size == 0:
-                self._check_versions(entries)
+            before: int | None = None               # last_offset of the entry before the chunk
+            for first, entries in self._chunks():
+                hits = np.flatnonzero(entries["last_offset"] >= offset)
+                if hits.size == 0:
+                    self._check_versions(entries, first)
+                    before = int(entries["last_offset"][-1])
+                    continue
+                cut = int(hits[0])
+                self._check_versions(entries[:cut + 1], first)
+                os.ftruncate(self._channel(), (first + cut) * AbortedTxn.SIZE)
+                self._last_offset = int(entries["last_offset"][cut - 1]) if cut else before
                 return
-            cut = int(hits[0])
-            self._check_versions(entries[:cut + 1])
-            os.ftruncate(self._channel(), cut * AbortedTxn.SIZE)
-            self._last_offset = int(entries["last_offset"][cut - 1]) if cut else None
 
     def reset(self) -> None:
         """Remove every entry (the file is emptied, not created if absent)."""
@@ -182,9 +201,11 @@ class TransactionIndex:
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
         with self._lock:
-            entries = self._read()
-            self._check_versions(entries)
-            return self._txns(entries)
+            found: list[AbortedTxn] = []
+            for first, entries in self._chunks():
+                self._check_versions(entries, first)
+                found.extend(self._txns(entries))
+            return found
 
     def collect_aborted_txns(self, fetch_offset: int,
                              upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
@@ -194,34 +215,37 @@ class TransactionIndex:
         The flag says whether that entry was found (the search is complete; otherwise the
         caller continues with the next segment's index)."""
         with self._lock:
-            entries = self._read()
-            stops = np.flatnonzero(entries["last_stable_offset"] >= upper_bound_offset)
-            complete = bool(stops.size)
-            if complete:
-                entries = entries[:int(stops[0]) + 1]
-            self._check_versions(entries)
-            keep = ((entries["last_offset"] >= fetch_offset)
-                    & (entries["first_offset"] < upper_bound_offset))
-            return self._txns(entries[keep]), complete
+            found: list[AbortedTxn] = []
+            for first, entries in self._chunks():
+                stops = np.flatnonzero(entries["last_stable_offset"] >= upper_bound_offset)
+                if stops.size:
+                    entries = entries[:int(stops[0]) + 1]
+                self._check_versions(entries, first)
+                keep = ((entries["last_offset"] >= fetch_offset)
+                        & (entries["first_offset"] < upper_bound_offset))
+                found.extend(self._txns(entries[keep]))
+                if stops.size:
+                    return found, True
+            return found, False
 
     def sanity_check(self) -> None:
         """CorruptIndexError naming the file if an entry's ``last_offset`` is below the
         segment's start offset (run for every segment at log load; the segment is then
         recovered), or an entry has an unknown version."""
         with self._lock:
-            entries = self._read()
-            first_byte = entries["version"].astype(np.int16) >> 8
-            bad = np.flatnonzero((first_byte > AbortedTxn.CURRENT_VERSION)
-                                 | (entries["last_offset"] < self._start_offset))
-            if bad.size == 0:
-                return
-            n = int(bad[0])
-            if first_byte[n] > AbortedTxn.CURRENT_VERSION:
-                raise self._bad_version(n, int(first_byte[n]))
-            txn = self._txns(entries[n:n + 1])[0]
-            raise CorruptIndexError(
-                f"Last offset of aborted transaction {txn} in index {self._path} is less than "
-                f"start offset {self._start_offset}")
+            for first, entries in self._chunks():
+                first_byte = entries["version"].astype(np.int16) >> 8
+                bad = np.flatnonzero((first_byte > AbortedTxn.CURRENT_VERSION)
+                                     | (entries["last_offset"] < self._start_offset))
+                if bad.size == 0:
+                    continue
+                n = int(bad[0])
+                if first_byte[n] > AbortedTxn.CURRENT_VERSION:
+                    raise self._bad_version(first + n, int(first_byte[n]))
+                txn = self._txns(entries[n:n + 1])[0]
+                raise CorruptIndexError(
+                    f"Last offset of aborted transaction {txn} in index {self._path} is less than "
+                    f"start offset {self._start_offset}")
 
     # -- durability and file life cycle ----------------------------------------------------------
 

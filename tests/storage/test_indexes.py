@@ -1068,19 +1068,67 @@ def test_txn_partial_tail_and_versions(tmp_path: Path) -> None:
         assert len(idx.all_aborted_txns()) == 4
 
 
+def test_txn_index_reads_a_huge_file_in_bounded_memory(tmp_path: Path, monkeypatch) -> None:
+    """Found by fuzzing: a ``.txnindex`` extended (sparse) to gigabytes was read whole by every
+    check, truncation and search (a writable open of a 3 GiB file peaked at 4.3 GB, then
+    MemoryError). Read a chunk of entries at a time, as Kafka's iterator reads entry by entry:
+    the same answers over 200 MiB of zero entries after two real ones, in a few MiB; and an
+    unknown version in a later chunk is still named at its byte position in the file."""
+    import tracemalloc
+
+    path = tmp_path / "00000000000000000000.txnindex"
+    real = [AbortedTxn(1, 0, 5, 5), AbortedTxn(2, 6, 9, 9)]
+    path.write_bytes(b"".join(t.to_bytes() for t in real))
+    with open(path, "r+b") as f:
+        f.truncate(200 << 20)                       # zeros: entries (0, 0, 0, 0), version 0
+    tracemalloc.start()
+    try:
+        with TransactionIndex(path, 0) as idx:
+            idx.sanity_check()
+            assert idx.collect_aborted_txns(1, 10) == (real, False)     # zero entries end before 1
+            idx.truncate_to(9)
+            assert path.stat().st_size == 34
+            idx.append(AbortedTxn(3, 7, 8, 8))      # after the cut: the last offset is 5 again
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
+    monkeypatch.setattr("storage_core.index.transaction_index._CHUNK_ENTRIES", 2)
+    raw = bytearray(b"".join(t.to_bytes() for t in TXNS))
+    raw[3 * 34] = 1                                 # version byte of the fourth entry: second chunk
+    path.write_bytes(raw)
+    with TransactionIndex(path, 0) as idx:
+        with pytest.raises(CorruptIndexError, match=f"version 1 .*{path} at position 102"):
+            idx.sanity_check()
+        with pytest.raises(CorruptIndexError, match="position 102"):
+            idx.all_aborted_txns()
+
+
 @settings(max_examples=80, deadline=None)
 @given(txns=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30), st.integers(1, 10),
                                st.integers(0, 40)), max_size=12),
-       cut=st.integers(-5, 400), fetch=st.integers(0, 300), upper=st.integers(0, 400))
+       cut=st.integers(-5, 400), fetch=st.integers(0, 300), upper=st.integers(0, 400),
+       chunk=st.sampled_from([1, 2, 3, 5, 1 << 15]))
 def test_txn_index_model(txns: list[tuple[int, int, int, int]], cut: int, fetch: int,
-                         upper: int) -> None:
+                         upper: int, chunk: int) -> None:
     """TransactionIndex == Kafka's iterator loops written out over a list: appends with
-    increasing lastOffset, collectAbortedTxns, truncateTo, and the file bytes."""
+    increasing lastOffset, collectAbortedTxns, truncateTo, the last offset an append after the
+    cut must pass, and the file bytes; the file read ``chunk`` entries at a time."""
+    import storage_core.index.transaction_index as txn_module
+
     model: list[AbortedTxn] = []
     last = 0
     for pid, first_gap, last_gap, lso_gap in txns:
         last += last_gap
         model.append(AbortedTxn(pid, max(0, last - first_gap), last, last + lso_gap))
+    saved, txn_module._CHUNK_ENTRIES = txn_module._CHUNK_ENTRIES, chunk
+    try:
+        _check_txn_index_model(model, cut, fetch, upper)
+    finally:
+        txn_module._CHUNK_ENTRIES = saved
+
+
+def _check_txn_index_model(model: list[AbortedTxn], cut: int, fetch: int, upper: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         index = TransactionIndex(Path(d) / "0.txnindex", 0)
         for txn in model:
@@ -1100,7 +1148,14 @@ def test_txn_index_model(txns: list[tuple[int, int, int, int]], cut: int, fetch:
             assert index.path.read_bytes() == b"".join(t.to_bytes() for t in kept)
         else:
             assert not index.path.exists()     # no abort, no file
+        if kept:
+            with pytest.raises(InvalidOffsetError):
+                index.append(AbortedTxn(9, 0, kept[-1].last_offset, kept[-1].last_offset))
+        index.append(AbortedTxn(9, 0, kept[-1].last_offset + 1 if kept else 0, 500))
         index.close()
+        reopened = TransactionIndex(index.path, 0)
+        assert reopened.all_aborted_txns()[-1].producer_id == 9
+        reopened.close()
 
 
 # ================================================================================================
