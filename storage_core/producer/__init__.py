@@ -1,7 +1,8 @@
 """Producer state: ProducerStateManager and its snapshot files (Kafka's ProducerStateManager)."""
 
 from .producer_snapshot import (ENTRY_SIZE, HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION,
-                                ProducerSnapshotEntry, SnapshotHeader, decode_snapshot, encode_snapshot,
+                                ProducerSnapshotEntry, SnapshotHeader, check_snapshot_header, decode_snapshot,
+                                encode_snapshot,
                                 list_snapshots, read_snapshot, read_snapshot_header, snapshot_path,
                                 write_snapshot)
 from .producer_state import (AppendOrigin, BatchMetadata, CompletedTxn, InvalidProducerEpochError,
@@ -33,6 +34,7 @@ __all__ = [
     "SnapshotHeader",
     "TransactionCoordinatorFencedError",
     "TxnMetadata",
+    "check_snapshot_header",
     "decode_snapshot",
     "encode_snapshot",
     "list_snapshots",

@@ -124,8 +124,10 @@ def encode_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
     return bytes(buf)
 
 
-def _check_header(header: bytes | memoryview, size: int, where: str) -> None:
-    """``decode_snapshot``'s checks of the header against the file's ``size`` (in bytes)."""
+def check_snapshot_header(header: bytes | memoryview, size: int, where: str) -> None:
+    """``decode_snapshot``'s checks of the header against the file's ``size`` (in bytes), which
+    need nothing else of the file: a reader refuses a file of gigabytes whose header counts a
+    few producers before reading it (``CorruptSnapshotError``, ``where`` ending the message)."""
     def corrupt(reason: str) -> CorruptSnapshotError:
         return CorruptSnapshotError(f"{reason}{where}")
 
@@ -155,7 +157,7 @@ def decode_snapshot(buf: bytes | bytearray | memoryview, *,
     def corrupt(reason: str) -> CorruptSnapshotError:
         return CorruptSnapshotError(f"{reason}{where}")
 
-    _check_header(view[:HEADER_SIZE], len(view), where)
+    check_snapshot_header(view[:HEADER_SIZE], len(view), where)
     stored_crc = _HEADER.unpack_from(view, 0)[1]
     computed = crc32c.crc32c(view[ENTRIES_OFFSET:])
     if stored_crc != computed:
@@ -192,7 +194,7 @@ def read_snapshot(path: str | PathLike[str]) -> list[ProducerSnapshotEntry]:
         # or grown by a runaway writer) whose header counts 4 producers was read whole to be
         # refused (Kafka's readSnapshot reads it all too, with Files.readAllBytes)
         header = f.read(HEADER_SIZE)
-        _check_header(header, os.fstat(f.fileno()).st_size, f" ({path})")
+        check_snapshot_header(header, os.fstat(f.fileno()).st_size, f" ({path})")
         data = header + f.read()
     return decode_snapshot(data, source=path)
 
@@ -219,6 +221,6 @@ def list_snapshots(directory: str | PathLike[str]) -> list[tuple[int, Path]]:
 
 __all__ = [
     "PRODUCER_SNAPSHOT_VERSION", "SNAPSHOT_SUFFIX", "HEADER_SIZE", "ENTRY_SIZE",
-    "ProducerSnapshotEntry", "encode_snapshot", "decode_snapshot", "snapshot_path",
+    "ProducerSnapshotEntry", "encode_snapshot", "decode_snapshot", "check_snapshot_header", "snapshot_path",
     "write_snapshot", "read_snapshot", "list_snapshots",
 ]

@@ -56,10 +56,10 @@ from ..log import filename_prefix
 from ..producer import decode_snapshot
 from ..remote import RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .control_records import control_fields
-from .files import (MAX_BATCH, IndexLookup, aborted_txn_entries, base_offset_of, batch_at_or_after,
+from .files import (MAX_BATCH, IndexLookup, base_offset_of, batch_at_or_after,
                     batch_records, first_batch, legacy_crc_ok, mapped, offset_entries,
-                    read_file, record_offsets_and_max_timestamp, refuse_oversized_index, segment_bases, sibling,
-                    time_entries)
+                    read_snapshot_file, record_offsets_and_max_timestamp, refuse_oversized_index,
+                    segment_bases, sibling, time_entries, txn_index_entries)
 from .output import Output, UsageError
 from .remote_tier import RemoteTier
 
@@ -409,7 +409,7 @@ def dump_time_index(run: DumpRun, file: str) -> None:
 def dump_producer_snapshot(run: DumpRun, file: str) -> None:
     """A producer snapshot: one line per producer (with its last batch when it has one)."""
     try:
-        entries = decode_snapshot(read_file(file))
+        entries = decode_snapshot(read_snapshot_file(file))
     except KafkaLogError as e:
         run.out.error(str(e))                           # Kafka: System.err.println(getMessage)
         run.out.record(None, {"type": "error", "file": file, "message": str(e)})
@@ -437,15 +437,14 @@ def dump_producer_snapshot(run: DumpRun, file: str) -> None:
 
 
 def dump_txn_index(run: DumpRun, file: str) -> None:
-    """A transaction index: one line per aborted transaction; a version above 0 is refused."""
-    data = read_file(file)
-    txns = []
-    for _, version, pid, first, last, lso in aborted_txn_entries(data):
+    """A transaction index: one line per aborted transaction; a version above 0 is refused
+    before anything is printed (Kafka's ``allAbortedTxns`` reads every entry first), in a
+    first pass: the file is read a chunk at a time, never held whole."""
+    for _, version, *_ in txn_index_entries(file):
         if version > 0:
             raise KafkaLogError(f"Unexpected aborted transaction version {version} in "
                                 f"transaction index {java_abs(file)}, current version is 0")
-        txns.append((version, pid, first, last, lso))
-    for version, pid, first, last, lso in txns:
+    for _, version, pid, first, last, lso in txn_index_entries(file):
         run.out.record(f"version: {version} producerId: {pid} firstOffset: {first} "
                        f"lastOffset: {last} lastStableOffset: {lso}",
                        {"type": "abortedTxn", "file": file, "version": version, "producerId": pid,

@@ -30,12 +30,15 @@ from ..format.log_input_stream import batch_records as v2_batch_records
 from ..format.log_input_stream import default_max_decompressed, max_batch_read_size
 from ..index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, index_oversized
 from ..log import offset_from_filename
+from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
+from ..producer import check_snapshot_header
 
 # the data directory's offset checkpoints (Kafka's LogManager names)
 OFFSET_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                       REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 # AbortedTxn: version, producer id, first offset, last offset, last stable offset (34 bytes)
 TXN_ENTRY = struct.Struct(">hqqqq")
+TXN_READ_ENTRIES = 1 << 15          # entries of a .txnindex read at a time (1.1 MB)
 # a segment's log file: LogFileUtils.filenamePrefixFromOffset + ".log"
 SEGMENT_NAME = re.compile(r"[0-9]{20}\.log")
 # a legacy (v0/v1) message's CRC covers everything after the offset, size and crc fields
@@ -65,9 +68,43 @@ def mapped(path: str | os.PathLike[str]) -> Iterator[mmap.mmap | bytes]:
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
-    """The whole of a small file (txn index, snapshot, checkpoint), regular files only."""
+    """The whole of a small file (snapshot, checkpoint), regular files only."""
     with mapped(path) as buf:
         return bytes(buf)
+
+
+def read_head(path: str | os.PathLike[str], n: int) -> tuple[bytes, int]:
+    """The first ``n`` bytes of a regular file (fewer if it is shorter) and its size."""
+    fd = open_data_file(path, os.O_RDONLY, follow_symlinks=True)
+    try:
+        return os.pread(fd, n, 0), os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def read_snapshot_file(path: str | os.PathLike[str]) -> bytes:
+    """A producer snapshot's bytes, read only once its header agrees with the file's size
+    (``check_snapshot_header``, ``CorruptSnapshotError`` otherwise): a file of gigabytes whose
+    header counts a few producers is refused without being read."""
+    head, size = read_head(path, SNAPSHOT_HEADER_SIZE)
+    check_snapshot_header(head, size, "")
+    return read_file(path)
+
+
+def txn_index_entries(path: str | os.PathLike[str]) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """``aborted_txn_entries`` of a ``.txnindex`` file, read ``TXN_READ_ENTRIES`` entries at a
+    time (as Kafka's iterator reads it entry by entry): a file of gigabytes is never held whole."""
+    fd = open_data_file(path, os.O_RDONLY, follow_symlinks=True)
+    try:
+        whole = os.fstat(fd).st_size // TXN_ENTRY.size * TXN_ENTRY.size
+        step = TXN_READ_ENTRIES * TXN_ENTRY.size
+        for start in range(0, whole, step):
+            data = os.pread(fd, min(step, whole - start), start)
+            yield from aborted_txn_entries(data, start)
+            if len(data) < min(step, whole - start):
+                return                          # the file shrank while it was read
+    finally:
+        os.close(fd)
 
 
 def base_offset_of(name: str) -> int:
@@ -166,12 +203,13 @@ def batch_at_or_after(buf: Any, start: int, offset: int) -> BatchInfo | None:
 
 # ------------------------------------------------------------------------------------ indexes
 
-def aborted_txn_entries(data: bytes) -> Iterator[tuple[int, int, int, int, int, int]]:
+def aborted_txn_entries(data: bytes, base: int = 0) -> Iterator[tuple[int, int, int, int, int, int]]:
     """``(position, version, producer id, first offset, last offset, last stable offset)`` of
-    each whole entry of a ``.txnindex`` (``AbortedTxn.version()`` reads the first byte)."""
+    each whole entry of ``data``, the bytes of a ``.txnindex`` from position ``base``
+    (``AbortedTxn.version()`` reads the first byte)."""
     for pos in range(0, len(data) - len(data) % TXN_ENTRY.size, TXN_ENTRY.size):
         _, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
-        yield pos, struct.unpack_from(">b", data, pos)[0], pid, first, last, lso
+        yield base + pos, struct.unpack_from(">b", data, pos)[0], pid, first, last, lso
 
 
 def valid_prefix(rel_offsets: list[int]) -> int:

@@ -41,9 +41,9 @@ from ..producer import HEADER_SIZE as SNAPSHOT_HEADER_SIZE
 from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot, read_snapshot_header
 from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .files import (MAX_BATCH, OFFSET_CHECKPOINTS, SEGMENT_NAME, TXN_ENTRY, IndexLookup,
-                    aborted_txn_entries, base_offset_of, batch_at_or_after, first_batch, mapped,
-                    offset_entries, oversized_index_problem, read_file, record_offsets_and_max_timestamp,
-                    segment_bases, sibling, time_entries)
+                    base_offset_of, batch_at_or_after, first_batch, mapped,
+                    offset_entries, oversized_index_problem, read_file, read_head, read_snapshot_file,
+                    record_offsets_and_max_timestamp, segment_bases, sibling, time_entries, txn_index_entries)
 from .data_dirs import is_topic_partition_name, partition_dirs
 from .output import Output
 from .remote_tier import SEGMENT_OBJECTS, RemoteTier
@@ -249,11 +249,11 @@ def _verify_txn_index(path: Path, p: Problems) -> str:
     except KafkaLogError as e:
         p.add("name", str(e))
         return ""
-    data = read_file(path)
+    length = path.stat().st_size
     size = TXN_ENTRY.size
-    n = len(data) // size
+    n = length // size
     prev_last = None
-    for i, (pos, version, pid, first, last, _) in enumerate(aborted_txn_entries(data)):
+    for i, (pos, version, pid, first, last, _) in enumerate(txn_index_entries(path)):
         if version != 0:
             p.add(f"position {pos} (entry {i})", f"Unexpected aborted transaction version "
                                                  f"{version}, current version is 0")
@@ -269,25 +269,25 @@ def _verify_txn_index(path: Path, p: Problems) -> str:
             p.add(f"position {pos} (entry {i})", f"last offset {last} is below the previous "
                                                  f"entry's {prev_last}")
         prev_last = last
-    if len(data) % size:
-        p.add(f"position {n * size}", f"{len(data) % size} trailing bytes, not a whole "
+    if length % size:
+        p.add(f"position {n * size}", f"{length % size} trailing bytes, not a whole "
                                       f"{size}-byte entry")
     return f"{n} aborted transactions"
 
 
 def _verify_snapshot(path: Path, p: Problems) -> str:
-    data = read_file(path)
     try:
-        entries = decode_snapshot(data)
+        entries = decode_snapshot(read_snapshot_file(path))     # unread if its size is wrong
     except KafkaLogError as e:
         # where the file goes wrong, checked in the order decode_snapshot checks
-        header = read_snapshot_header(data)
+        head, size = read_head(path, SNAPSHOT_HEADER_SIZE)
+        header = read_snapshot_header(head)
         if header is None or header.version != PRODUCER_SNAPSHOT_VERSION:
             where = "position 0"
         else:
             count = header.entry_count
             expected = SNAPSHOT_HEADER_SIZE + SNAPSHOT_ENTRY_SIZE * count
-            if count < 0 or len(data) != expected:
+            if count < 0 or size != expected:
                 where = "position 6 (entry count)"
             else:
                 where = "position 2 (crc)"

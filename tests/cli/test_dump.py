@@ -45,6 +45,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -808,6 +809,50 @@ def test_a_negative_index_position_is_reported_not_a_traceback(tmp_path: Path) -
     dump = kafkalog("dump", "--files", root / "orders-1" / f"{SEG}.timeindex")
     assert dump.returncode == 0 and "Traceback" not in dump.stderr, dump.stderr
     assert "timestamp: " in dump.stdout
+
+
+def test_huge_txnindex_and_snapshot_are_read_in_bounded_memory(tmp_path: Path, capsys) -> None:
+    """Found by fuzzing: ``dump`` and ``verify`` read a ``.txnindex`` or ``.snapshot`` whole, so a
+    file extended (sparse) to gigabytes ended in MemoryError. A transaction index is now read a
+    chunk of entries at a time (its entries and problems as before), and a snapshot whose size
+    disagrees with its header is refused from the header alone."""
+    import tracemalloc
+
+    from storage_core.index import AbortedTxn
+    from storage_core.producer import ProducerSnapshotEntry, write_snapshot
+    from storage_core.tools.cli import main
+
+    def peak_of(*argv: str) -> tuple[int, int, str, str]:
+        capsys.readouterr()
+        tracemalloc.start()
+        try:
+            code = main(list(argv))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        out, err = capsys.readouterr()
+        return code, peak, out, err
+
+    txn = tmp_path / f"{SEG}.txnindex"
+    txn.write_bytes(AbortedTxn(7, 0, 5, 5).to_bytes() + AbortedTxn(8, 6, 9, 9).to_bytes())
+    with open(txn, "r+b") as f:
+        f.truncate(34 * (1 << 19) + 5)              # zero entries after them (17.8 MB), 5 bytes of tail
+    code, peak, out, _ = peak_of("verify", str(txn))
+    assert code == 1 and peak < 8 << 20, (code, peak)        # the file whole: 17.8 MB
+    assert f"{txn}: position 68 (entry 2): last offset 0 is below the previous entry's 9" in out, out
+    assert f"{txn}: position {34 << 19}: 5 trailing bytes" in out, out
+    assert main(["dump", "--files", str(txn)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("version: ")]
+    assert len(lines) == 1 << 19 and lines[1].startswith("version: 0 producerId: 8 firstOffset: 6")
+
+    snap = write_snapshot(tmp_path, 7, [ProducerSnapshotEntry(1, 0), ProducerSnapshotEntry(2, 0)])
+    os.truncate(snap, 3 << 30)
+    code, peak, out, _ = peak_of("verify", str(snap))
+    assert code == 1 and peak < 4 << 20, (code, peak)
+    assert f"{snap}: position 6 (entry count): Snapshot length {3 << 30} does not match its 2 entries" in out
+    code, peak, _, err = peak_of("dump", "--files", str(snap))
+    assert code == 0 and peak < 4 << 20, (code, peak)
+    assert f"Snapshot length {3 << 30} does not match its 2 entries" in err
 
 
 # ------------------------------------------------------------------------------ recover
