@@ -52,6 +52,8 @@ def test_bounds_are_inclusive_and_properties_are_checked_alike() -> None:
     '{"version": 1, "topics": {"t": {"segment.bytes": 5}}}',
     "{not json",
     '{"version": 2}',
+    '{"version": true}',                                 # == 1 in Python: taken before
+    '{"version": 1.0}',
 ])
 def test_topic_config_file_errors_name_the_file(tmp_path: Path, text: str) -> None:
     path = tmp_path / TOPIC_CONFIG_FILE
