@@ -215,6 +215,8 @@ def _convert(key: str, raw: Any, kind: type) -> Any:
             if text not in ("true", "false"):
                 raise ValueError(text)
             return text == "true"
+        if kind in (int, float) and "_" in str(raw):
+            raise ValueError(raw)       # Python reads 1_000 as 1000; Kafka's Long.parseLong does not
         if kind is int:
             return int(str(raw).strip())
         if kind is float:

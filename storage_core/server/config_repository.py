@@ -51,7 +51,7 @@ def parse_topic_configs(text: str, *, source: Path | None = None) -> dict[str, d
     if not isinstance(doc, dict):
         raise CorruptTopicConfigError(f"Topic configuration file must hold a JSON object{where}")
     version = doc.get("version", TOPIC_CONFIG_VERSION)
-    if version != TOPIC_CONFIG_VERSION:
+    if type(version) is not int or version != TOPIC_CONFIG_VERSION:     # not true, not 1.0: both == 1
         raise CorruptTopicConfigError(f"Unsupported topic configuration file version {version!r}, "
                                       f"expected {TOPIC_CONFIG_VERSION}{where}")
     topics = doc.get("topics", {})

@@ -43,6 +43,12 @@ def test_bounds_are_inclusive_and_properties_are_checked_alike() -> None:
         LogConfig.from_properties({"retention.ms": "99999999999999999999999"})
     with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
         LogConfig.from_properties({"segment.index.bytes": str(1 << 40)})
+    # Kafka's ConfigDef parses with Long.parseLong / Double.parseDouble: no digit separators
+    for key, value in (("retention.ms", "1_000"), ("segment.bytes", "1_048_576"),
+                       ("min.cleanable.dirty.ratio", "0.5_0")):
+        with pytest.raises(InvalidConfigError, match=f"Invalid value '{value}' for configuration {key}"):
+            LogConfig.from_properties({key: value})
+    assert LogConfig.from_properties({"retention.ms": " 1000 "}).retention_ms == 1000
 
 
 @pytest.mark.parametrize("text", [
@@ -52,6 +58,8 @@ def test_bounds_are_inclusive_and_properties_are_checked_alike() -> None:
     '{"version": 1, "topics": {"t": {"segment.bytes": 5}}}',
     "{not json",
     '{"version": 2}',
+    '{"version": true}',                                 # == 1 in Python: taken before
+    '{"version": 1.0}',
 ])
 def test_topic_config_file_errors_name_the_file(tmp_path: Path, text: str) -> None:
     path = tmp_path / TOPIC_CONFIG_FILE
