@@ -283,6 +283,18 @@ def test_a_damaged_later_staged_file_fails_the_partition_before_its_first_is_app
     assert Path(good.path).exists()
 
 
+def sink_state_file(tmp_path: Path, name: str, doc: bytes):
+    """Sink options with a checkpoint location, and its state file ``name`` holding ``doc``."""
+    from kafka_log_sink.options import parse_sink_options
+
+    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
+                               "checkpointLocation": str(tmp_path / "chk")})
+    path = tmp_path / "chk" / "kafkalog-sink" / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(doc)
+    return opts, path
+
+
 GOOD_TXN = {"batch_id": 3, "state": "complete", "partitions": [["t", 0]], "producer_id": 5, "epoch": 1}
 
 
@@ -303,14 +315,9 @@ def test_a_damaged_transaction_log_is_refused_naming_it(tmp_path, doc):
     deep), and an unknown state was taken for "nothing in flight". Now the commit refuses it
     with a ``KafkaLogError`` naming the file, and leaves the file as it was."""
     from kafka_log_sink.commit import SinkCoordinator
-    from kafka_log_sink.options import parse_sink_options
     from kafka_log_sink.writer import ProducerIdentity
 
-    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
-                               "checkpointLocation": str(tmp_path / "chk")})
-    txn = tmp_path / "chk" / "kafkalog-sink" / "txn.json"
-    txn.parent.mkdir(parents=True)
-    txn.write_bytes(doc)
+    opts, txn = sink_state_file(tmp_path, "txn.json", doc)
     with pytest.raises(KafkaLogError, match=r"txn\.json"):
         SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1))
     assert txn.read_bytes() == doc
@@ -325,13 +332,8 @@ def test_a_damaged_producer_identity_is_refused_naming_it(tmp_path, doc):
     ``RecursionError``/``OverflowError``; a float, a bool or a negative id was taken (``int()``),
     so the query would have written batches under another producer id than its own."""
     from kafka_log_sink.commit import load_producer
-    from kafka_log_sink.options import parse_sink_options
 
-    opts = parse_sink_options({"path": str(tmp_path / "out"), "topic": "t",
-                               "checkpointLocation": str(tmp_path / "chk")})
-    ident = tmp_path / "chk" / "kafkalog-sink" / "producer.json"
-    ident.parent.mkdir(parents=True)
-    ident.write_bytes(doc)
+    opts, ident = sink_state_file(tmp_path, "producer.json", doc)
     with pytest.raises(KafkaLogError, match=r"producer\.json"):
         load_producer(opts)
     assert ident.read_bytes() == doc
