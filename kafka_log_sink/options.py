@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 from pyspark.sql.types import (ArrayType, BinaryType, DataType, DoubleType, IntegerType,
                                StringType, StructType, TimestampType)
 
-from storage_core.checkpoint import validate_topic_name
+from storage_core.checkpoint import INT64_RANGE, java_int, validate_topic_name
 from storage_core.common import INT_MAX
 from storage_core.config import LONG_MAX, LogConfig
 from storage_core.errors import InvalidConfigError, InvalidTopicError
@@ -205,9 +205,7 @@ def _int(opts: dict[str, str], name: str, default: int) -> int:
     if raw is None:
         return default
     try:
-        if "_" in raw:              # int() takes 1_000; Java's parseInt / parseLong do not
-            raise ValueError(raw)
-        return int(raw.strip())
+        return java_int(raw.strip(), INT64_RANGE)     # Long.parseLong: int() would take 1_000
     except ValueError:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
                                  f"number") from None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Union
 from urllib.parse import urlsplit
 
-from storage_core.common import LONG_MAX, LONG_MIN
+from storage_core.checkpoint import INT64_RANGE, java_int
 from storage_core.errors import InvalidConfigError
 from storage_core.remote import open_store, store_configs
 
@@ -398,18 +398,14 @@ def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
 
 
 def _parse_long(raw: str) -> int | None:
-    """``raw.trim.toLong`` as Spark reads a long option (``java.lang.Long.parseLong``): an
-    optional sign and digits, within a long; None otherwise. Python's ``int`` alone would also
-    take ``1_000`` and numbers beyond a long (``endingTimestamp=9223372036854775808`` read as
-    "no end")."""
-    text = raw.strip()
-    if "_" in text:
-        return None
+    """``raw.trim.toLong`` as Spark reads a long option (``java.lang.Long.parseLong``, the
+    project's ``java_int``): an optional sign and digits, within a long; None otherwise. Python's
+    ``int`` alone would also take ``1_000`` and numbers beyond a long
+    (``endingTimestamp=9223372036854775808`` read as "no end")."""
     try:
-        value = int(text)
+        return java_int(raw.strip(), INT64_RANGE)
     except ValueError:
         return None
-    return value if LONG_MIN <= value <= LONG_MAX else None
 
 
 def _long(opts: dict[str, str], name: str) -> int | None:

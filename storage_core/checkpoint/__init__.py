@@ -5,7 +5,8 @@ topic-partition naming, and the one locked read-modify-write of a data directory
 
 from ..errors import InconsistentTopicIdError
 from .atomic import atomic_write, fsync_dir
-from .checkpoint_file import CheckpointFile, CorruptCheckpointError, EntryFormatter, parse_checkpoint
+from .checkpoint_file import (INT64_RANGE, CheckpointFile, CorruptCheckpointError, EntryFormatter, java_int,
+                              parse_checkpoint)
 from .clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownFile, format_clean_shutdown, parse_clean_shutdown
 from .leader_epoch import (
     EpochEntry,
@@ -54,6 +55,8 @@ from .topic_partition import (
 )
 
 __all__ = [
+    "INT64_RANGE",
+    "java_int",
     "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "CheckpointFile",
