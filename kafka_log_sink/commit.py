@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
-from storage_core.checkpoint import atomic_write
+from storage_core.checkpoint import atomic_write, read_small_file
 from storage_core.common import INT_MAX, LONG_MAX
 from storage_core.errors import InvalidTopicError, KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
@@ -53,7 +53,7 @@ from storage_core.log import Log, close_logs
 from .open_files import OpenLogBudget, log_open_files
 from .options import SinkOptions, default_staging, staging_store_uri
 from .staged_append import append_staged, can_append_staged
-from .staging_store import StagingStore
+from .staging_store import STATE_FILE_MAX_BYTES, StagingStore
 from .writer import ProducerIdentity, StagedRun
 
 logger = logging.getLogger(__name__)
@@ -129,10 +129,10 @@ class SinkState:
 
     def read(self, name: str) -> bytes | None:
         if self.store is not None:
-            return self.store.read(f"{self.folder}/{name}")
+            return self.store.read(f"{self.folder}/{name}", STATE_FILE_MAX_BYTES[name])
         assert self.local is not None
-        try:
-            return (self.local / name).read_bytes()
+        try:   # bounded, a regular file only (a FIFO would block): UnsafeFileError otherwise
+            return read_small_file(self.local / name, STATE_FILE_MAX_BYTES[name])
         except FileNotFoundError:
             return None
 
