@@ -16,7 +16,6 @@ a path.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..checkpoint import PARTITION_METADATA_FILE, PartitionMetadataFile, parse_topic_partition_dir
-from ..data_files import open_data_file
+from ..checkpoint import (PARTITION_METADATA_FILE, CorruptCheckpointError, PartitionMetadataFile,
+                          parse_topic_partition_dir, read_small_file)
 from ..errors import KafkaLogError, RemoteResourceNotFoundError, RemoteStorageError, UnsafeFileError
 from ..log import filename_prefix
 from ..remote import (REMOTE_LOG_METADATA_TOPIC_NAME, IndexType, PyArrowRemoteStorageManager, RemoteInputStream,
@@ -50,21 +49,13 @@ SEGMENT_OBJECTS: tuple[tuple[RemoteLogSegmentFileType, str, IndexType | None], .
 
 def read_config_file(path: Path) -> str:
     """The text of ``--config``: a regular file (a FIFO would block the read forever, a
-    directory or device is no properties file), at most ``MAX_CONFIG_BYTES``, strict UTF-8.
-    Anything else is a ``UsageError`` naming the file (and the line and byte of bad UTF-8)."""
+    directory or device is no properties file), at most ``MAX_CONFIG_BYTES`` (``read_small_file``),
+    strict UTF-8. Anything else is a ``UsageError`` naming the file (and the line and byte of
+    bad UTF-8)."""
     try:
-        fd = open_data_file(path, os.O_RDONLY, follow_symlinks=True)   # a linked server.properties is fine
-    except (UnsafeFileError, OSError, ValueError) as e:      # ValueError: a NUL in the name
+        data = read_small_file(path, MAX_CONFIG_BYTES)      # follows a link to a server.properties
+    except (UnsafeFileError, CorruptCheckpointError, OSError, ValueError) as e:   # ValueError: a NUL
         raise UsageError(f"cannot read --config {path}: {e}") from None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            os.set_blocking(fd, True)          # opened O_NONBLOCK; a regular file reads whole
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"cannot read --config {path}: {e}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UsageError(f"cannot read --config {path}: larger than {MAX_CONFIG_BYTES} bytes, which no "
-                         f"properties file needs")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -294,7 +294,7 @@ def _hostile_config(tmp_path: Path, kind: str) -> tuple[Path, list[str]]:
     if kind == "huge":
         with open(path, "wb") as f:                 # sparse: no disk, and no memory when read bounded
             f.truncate(1 << 40)
-        return path, ["larger than"]
+        return path, ["longer than 1048576 bytes"]
     if kind == "invalid utf-8":
         path.write_bytes(b"# the store\nrsm.config.storage.uri=/tmp/x\nrsm.config.s3.region=eu\xff\n")
         return path, ["line 3", "byte 65", "not UTF-8"]
