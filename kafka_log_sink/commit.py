@@ -42,18 +42,18 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
-from storage_core.checkpoint import atomic_write
+from storage_core.checkpoint import FUTURE_DIR_SUFFIX, atomic_write, read_small_file
 from storage_core.common import INT_MAX, LONG_MAX
 from storage_core.errors import InvalidTopicError, KafkaLogError, LogLockedError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.format.batch_header import LOG_OVERHEAD, BatchField, patch_field, read_field
 from storage_core.format.record_batch import base_sequences, compute_crc, increment_sequence
-from storage_core.log import Log, close_logs
+from storage_core.log import Log, close_logs, topic_partition_dir
 
 from .open_files import OpenLogBudget, log_open_files
 from .options import SinkOptions, default_staging, staging_store_uri
 from .staged_append import append_staged, can_append_staged
-from .staging_store import StagingStore
+from .staging_store import STATE_FILE_MAX_BYTES, StagingStore
 from .writer import ProducerIdentity, StagedRun
 
 logger = logging.getLogger(__name__)
@@ -129,10 +129,10 @@ class SinkState:
 
     def read(self, name: str) -> bytes | None:
         if self.store is not None:
-            return self.store.read(f"{self.folder}/{name}")
+            return self.store.read(f"{self.folder}/{name}", STATE_FILE_MAX_BYTES[name])
         assert self.local is not None
-        try:
-            return (self.local / name).read_bytes()
+        try:   # bounded, a regular file only (a FIFO would block): UnsafeFileError otherwise
+            return read_small_file(self.local / name, STATE_FILE_MAX_BYTES[name])
         except FileNotFoundError:
             return None
 
@@ -680,17 +680,12 @@ def _check_collisions(root: Path, new: set[str]) -> None:
     """Kafka refuses to create a topic whose name differs from an existing one's only by ``.``
     against ``_`` (``Topic.hasCollision``; the controller's "Topic 'a_b' collides with existing
     topic: a.b"): the two would share their metric names. Checked before any directory is made,
-    against the data directory's topics and the other new ones."""
+    against the data directory's topics (live or being moved in: a ``-delete`` or ``-stray``
+    directory's topic is gone from the cluster) and the other new ones."""
     if not new:
         return
-    from storage_core.checkpoint import parse_topic_partition_dir
-
-    existing: set[str] = set()
-    for name in os.listdir(root) if root.is_dir() else ():
-        try:
-            existing.add(parse_topic_partition_dir(name).topic)
-        except KafkaLogError:
-            continue
+    named = [topic_partition_dir(name) for name in (os.listdir(root) if root.is_dir() else ())]
+    existing = {d.topic_partition.topic for d in named if d is not None and d.suffix in ("", FUTURE_DIR_SUFFIX)}
     unified: dict[str, str] = {t.replace(".", "_"): t for t in sorted(existing - new)}
     for topic in sorted(new):
         other = unified.setdefault(topic.replace(".", "_"), topic)

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from storage_core.checkpoint import CorruptCheckpointError
 from storage_core.errors import CorruptRecordError, KafkaLogError
 from storage_core.format.buffers import ByteBuffer
 from storage_core.format.log_input_stream import scan_batches
@@ -43,6 +44,12 @@ logger = logging.getLogger(__name__)
 
 FETCH_CHUNK = 32 << 20          # bytes per read of a fetched object (a ranged GET each on S3)
 UPLOADING = ".uploading"
+# The longest each of the sink's state files (kafkalog-sink/, local or in a store) can be:
+# producer.json holds an id and an epoch (under 60 bytes); txn.json one micro-batch's
+# partitions, at most ~270 bytes each (a 249-character topic and an int), so 64 MiB is over
+# 200,000 partitions of the longest names. A longer file is not the sink's: it is refused
+# before being read whole or parsed.
+STATE_FILE_MAX_BYTES = {"producer.json": 4096, "txn.json": 64 << 20}
 
 
 class StagingStore:
@@ -183,14 +190,21 @@ class StagingStore:
 
     # ---------------------------------------------------------------- small state files
 
-    def read(self, path: str) -> bytes | None:
+    def read(self, path: str, max_bytes: int | None = None) -> bytes | None:
+        """The object ``path``, or None if there is none. One longer than ``max_bytes`` (the
+        bound of its format, ``STATE_FILE_MAX_BYTES``) raises ``CorruptCheckpointError`` naming
+        it and the position, having read one byte past the bound."""
         try:
             with self.fs.open_input_stream(path) as f:
-                return f.read()
+                data = f.read(None if max_bytes is None else max_bytes + 1)
         except FileNotFoundError:
             return None
         except (OSError, pa.ArrowException) as e:
             raise KafkaLogError(f"Reading {path} from {self.name} failed: {e}") from None
+        if max_bytes is not None and len(data) > max_bytes:
+            raise CorruptCheckpointError(f"File longer than {max_bytes} bytes, more than its format holds",
+                                         source=f"{path} in {self.name}", position=max_bytes)
+        return data
 
     def write(self, path: str, data: bytes) -> None:
         """Replace the object ``path`` whole: readers see the old content or the new (an S3 PUT

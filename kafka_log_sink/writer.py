@@ -28,6 +28,7 @@ from storage_core.format import encode_batches
 from storage_core.format.columnar import HEADER_TYPE
 from storage_core.format.kernels import group_rows
 from storage_core.format.log_input_stream import scan_batches
+from storage_core.log import topic_partition_dir
 
 from .options import SinkOptions, check_topic, default_staging, staging_store_uri
 from .partitioner import partitions_for_keys
@@ -73,15 +74,16 @@ class SinkCommitMessage(WriterCommitMessage):
 def topic_partition_count(root: Path, topic: str, default: int) -> int:
     """Partitions of ``topic`` under ``root`` (one more than the highest directory number), or
     ``default`` for a topic that does not exist yet."""
-    prefix = topic + "-"
     highest = -1
     try:
         names = os.listdir(root)
     except FileNotFoundError:
         return default
     for name in names:
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            highest = max(highest, int(name[len(prefix):]))
+        # live directories named as Kafka names them (str.isdigit took "t-²", which int() refuses)
+        named = topic_partition_dir(name)
+        if named is not None and named.is_live and named.topic_partition.topic == topic:
+            highest = max(highest, named.topic_partition.partition)
     return highest + 1 if highest >= 0 else default
 
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from storage_core.checkpoint import parse_topic_partition_dir, topic_id_to_str
-from storage_core.errors import KafkaLogError
-from storage_core.log import Log, bases_in_range
+from storage_core.checkpoint import topic_id_to_str
+from storage_core.log import Log, bases_in_range, topic_partition_dir
 
 from .offsets import TopicPartition
 from .options import Assign, Strategy, Subscribe
@@ -31,13 +30,9 @@ def partition_dirs(root: Path) -> dict[TopicPartition, Path]:
     except FileNotFoundError:
         return found
     for p in entries:
-        if not p.is_dir() or p.name.endswith(("-delete", "-future", "-stray")):
-            continue
-        try:
-            tp = parse_topic_partition_dir(p.name)
-        except KafkaLogError:
-            continue
-        found[(tp.topic, tp.partition)] = p
+        named = topic_partition_dir(p.name)
+        if named is not None and named.is_live and p.is_dir():
+            found[(named.topic_partition.topic, named.topic_partition.partition)] = p
     return found
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import BinaryIO
 
 from .errors import UnsafeFileError
 
@@ -87,3 +88,19 @@ def open_data_file_stat(path: str | os.PathLike[str], flags: int, mode: int = 0o
         os.close(fd)
         raise UnsafeFileError(f"{path} is {kind_of(st.st_mode)}, not a regular file")
     return fd, st
+
+
+def open_regular_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """A buffered read-only file object of the regular file at ``path`` (a link to one is
+    followed: a read never writes through it), for the small state files (checkpoints,
+    ``partition.metadata``, producer snapshots, the sink's state) that are read rather than
+    mapped. A FIFO, a directory or a device at ``path`` is refused by ``open_data_file``'s
+    ``O_NONBLOCK`` open and ``fstat`` (``UnsafeFileError`` naming it) instead of blocking the
+    read forever or failing later with a confusing error; a missing file raises
+    ``FileNotFoundError`` as ``open`` does."""
+    fd = open_data_file(path, os.O_RDONLY, follow_symlinks=True)
+    try:
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -5,9 +5,10 @@ topic-partition naming, and the one locked read-modify-write of a data directory
 
 from ..errors import InconsistentTopicIdError
 from .atomic import atomic_write, fsync_dir
-from .checkpoint_file import (INT64_RANGE, CheckpointFile, CorruptCheckpointError, EntryFormatter, java_int,
-                              parse_checkpoint)
-from .clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownFile, format_clean_shutdown, parse_clean_shutdown
+from .checkpoint_file import (INT64_RANGE, MAX_LINE_BYTES, CheckpointFile, CorruptCheckpointError, EntryFormatter,
+                              java_int, parse_checkpoint, read_java_lines, read_small_file)
+from .clean_shutdown import (CLEAN_SHUTDOWN_FILE, CLEAN_SHUTDOWN_MAX_BYTES, CleanShutdownFile, format_clean_shutdown,
+                             parse_clean_shutdown)
 from .leader_epoch import (
     EpochEntry,
     LEADER_EPOCH_CHECKPOINT,
@@ -59,6 +60,7 @@ __all__ = [
     "java_int",
     "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
+    "CLEAN_SHUTDOWN_MAX_BYTES",
     "CheckpointFile",
     "CleanShutdownFile",
     "CorruptCheckpointError",
@@ -69,6 +71,7 @@ __all__ = [
     "InconsistentTopicIdError",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
+    "MAX_LINE_BYTES",
     "LazyOffsetCheckpoints",
     "LeaderEpochCache",
     "LeaderEpochCheckpointFile",
@@ -99,6 +102,8 @@ __all__ = [
     "parse_partition_metadata",
     "parse_topic_partition_dir",
     "random_topic_id",
+    "read_java_lines",
+    "read_small_file",
     "topic_id_from_str",
     "topic_id_to_str",
     "topic_partition_dir_name",

@@ -7,19 +7,27 @@ Reading follows Kafka's Java readers to the letter where it matters for compatib
 at ``\\n``, ``\\r`` or ``\\r\\n`` (``BufferedReader.readLine``), numbers are
 ``Integer.parseInt``/``Long.parseLong`` (optional sign, ASCII digits, in range), tokens are split
 on Java's ``\\s+``. Every error names the file and the 1-based line at fault.
+
+Files are read as Kafka's ``CheckpointReadBuffer`` reads them, line by line (``read_java_lines``),
+never whole: a line longer than any valid line (``MAX_LINE_BYTES``) is refused where it passes
+that bound, and a checkpoint stops at the first entry line beyond its count, so memory follows
+the entries the file really holds, whatever its size or its count line claims. Only regular
+files are opened (``data_files.open_regular_file``): a FIFO cannot block a read.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import BinaryIO, Generic, TypeVar
 
 from ..common import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
+from ..data_files import open_regular_file
 from ..errors import KafkaLogError
 from .atomic import atomic_write
 
@@ -28,16 +36,20 @@ INT64_RANGE = (LONG_MIN, LONG_MAX)    # Java long
 
 
 class CorruptCheckpointError(KafkaLogError):
-    """A checkpoint or metadata text file Kafka would refuse to read (its ``IOException`` /
-    ``KafkaStorageException``): bad version, malformed line, wrong entry count, not UTF-8.
-    ``source`` is the file (``None`` for in-memory text), ``line`` the 1-based line number."""
+    """A checkpoint, metadata or other small state file Kafka (or kafkalog) would refuse to
+    read (Kafka's ``IOException`` / ``KafkaStorageException``): bad version, malformed line,
+    wrong entry count, not UTF-8, a line or file longer than its format allows. ``source`` is
+    the file (``None`` for in-memory text), ``line`` the 1-based line number, ``position`` the
+    byte position in the file, when known."""
 
     def __init__(self, reason: str, *, source: str | PathLike[str] | None = None,
-                 line: int | None = None) -> None:
+                 line: int | None = None, position: int | None = None) -> None:
         self.reason = reason
         self.source = None if source is None else str(source)
         self.line = line
-        where = [w for w in (self.source, None if line is None else f"line {line}") if w]
+        self.position = position
+        where = [w for w in (self.source, None if line is None else f"line {line}",
+                             None if position is None else f"position {position}") if w]
         super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
 
 
@@ -90,14 +102,90 @@ def check_int(name: str, value: int, bounds: tuple[int, int]) -> int:
     return value
 
 
-def decode_utf8(data: bytes, source: str | PathLike[str] | None) -> str:
-    """Kafka reads these files with a strict UTF-8 decoder (``MalformedInputException``)."""
+# --- reading files: bounded, line by line -----------------------------------------------------
+
+# The longest line Kafka writes in any of these files is an offset checkpoint entry: a topic of
+# at most 249 characters (Topic.MAX_NAME_LENGTH), a space, an int (11 characters with its sign),
+# a space and a long (20): 282 bytes; a leader-epoch entry is at most 32, a partition.metadata
+# line 34. Java's readers would also take leading zeros and runs of whitespace no writer
+# produces, so the bound leaves room for them; a longer line is no line of these formats, and is
+# refused where it passes the bound rather than read on (Kafka's BufferedReader would read it
+# whole: a file of gigabytes without a newline).
+MAX_LINE_BYTES = 1024
+READ_CHUNK = 64 << 10                # bytes read at a time: a whole small checkpoint in one read
+
+_LINE_BREAK_BYTES = re.compile(rb"\r\n|\r|\n")
+
+
+def _decode_line(raw: bytes, position: int, line_no: int, source: str | PathLike[str] | None) -> str:
+    # strict, as Kafka's reader (MalformedInputException); no UTF-8 sequence holds a \r or \n
+    # byte, so decoding line by line refuses exactly what decoding the whole file would
     try:
-        return data.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise CorruptCheckpointError(f"Invalid UTF-8 at byte {e.start}", source=source,
-                                     line=line) from e
+        at = position + e.start
+        raise CorruptCheckpointError(f"Invalid UTF-8 at byte {at}", source=source, line=line_no,
+                                     position=at) from e
+
+
+def read_java_lines(f: BinaryIO, source: str | PathLike[str] | None, *,
+                    max_line: int = MAX_LINE_BYTES, chunk: int = READ_CHUNK) -> Iterator[tuple[int, str]]:
+    """``BufferedReader.readLine`` until null over the binary stream ``f``, lazily: ``(line
+    number, text)`` of each line (ended by ``\\n``, ``\\r`` or ``\\r\\n``; a final line break opens
+    no empty line), decoded as strict UTF-8. A line of more than ``max_line`` bytes raises
+    ``CorruptCheckpointError`` naming ``source``, the line and the byte position where it passed
+    the bound, having read at most ``chunk + max_line`` bytes past the line's start: the
+    memory held is bounded whatever the file holds."""
+    buf = b""
+    start = 0            # where the next line starts in buf
+    base = 0             # the file position of buf[0]
+    line_no = 1
+    eof = False
+    while True:
+        m = _LINE_BREAK_BYTES.search(buf, start)
+        # a \r that ends what was read so far may be the first half of a \r\n: read on first
+        if m is not None and (eof or m.end() < len(buf) or m.group() != b"\r"):
+            if m.start() - start > max_line:
+                raise _line_too_long(source, line_no, base + start, max_line)
+            yield line_no, _decode_line(buf[start:m.start()], base + start, line_no, source)
+            line_no += 1
+            start = m.end()
+            continue
+        if (len(buf) if m is None else m.start()) - start > max_line:
+            raise _line_too_long(source, line_no, base + start, max_line)
+        if eof:
+            if start < len(buf):
+                yield line_no, _decode_line(buf[start:], base + start, line_no, source)
+            return
+        data = f.read(chunk)
+        eof = not data
+        buf = buf[start:] + data
+        base += start
+        start = 0
+
+
+def _line_too_long(source: str | PathLike[str] | None, line_no: int, line_start: int,
+                   max_line: int) -> CorruptCheckpointError:
+    return CorruptCheckpointError(
+        f"Line longer than {max_line} bytes (it starts at byte {line_start}), longer than any "
+        f"valid line of the file", source=source, line=line_no, position=line_start + max_line)
+
+
+def read_small_file(path: str | PathLike[str], limit: int) -> bytes:
+    """The bytes of the small state file at ``path``, which its format bounds to ``limit``
+    bytes: only a regular file is opened (``UnsafeFileError`` otherwise, see
+    ``open_regular_file``), and at most ``limit + 1`` bytes are read: a longer file raises
+    ``CorruptCheckpointError`` naming it and the byte position ``limit`` where it passed the
+    bound, without being read further. ``FileNotFoundError`` if there is no file."""
+    with open_regular_file(path) as f:
+        # the size first: a sparse file of gigabytes is refused without a read; the bounded
+        # read still holds for a file growing meanwhile (or /proc's, which claim no size)
+        too_long = os.fstat(f.fileno()).st_size > limit
+        data = b"" if too_long else f.read(limit + 1)
+    if too_long or len(data) > limit:
+        raise CorruptCheckpointError(f"File longer than {limit} bytes, more than its format holds",
+                                     source=path, position=limit)
+    return data
 
 
 
@@ -128,30 +216,43 @@ def format_checkpoint(version: int, lines: Iterable[str]) -> str:
 
 def parse_checkpoint(text: str, version: int, parse_entry: Callable[[str], T | None], *,
                      source: str | PathLike[str] | None = None) -> list[T]:
-    """``CheckpointReadBuffer.read``: empty text -> no entries; the version line must equal
-    ``version``; a missing count line -> no entries; every further line must parse; the number
-    of entry lines must equal the count."""
-    lines = java_lines(text)
-    if not lines:
-        return []
+    """``CheckpointReadBuffer.read`` over in-memory text: see ``parse_checkpoint_lines``."""
+    return parse_checkpoint_lines(enumerate(java_lines(text), start=1), version, parse_entry,
+                                  source=source)
 
-    def number(line_no: int) -> int:
+
+def parse_checkpoint_lines(lines: Iterable[tuple[int, str]], version: int,
+                           parse_entry: Callable[[str], T | None], *,
+                           source: str | PathLike[str] | None = None) -> list[T]:
+    """``CheckpointReadBuffer.read`` over ``(line number, text)`` pairs (``read_java_lines`` of
+    a file): no lines -> no entries; the version line must equal ``version``; a missing count
+    line -> no entries; every further line must parse; the number of entry lines must equal
+    the count. Unlike Kafka, which reads every line before comparing, the first entry line
+    beyond the count ends the read with the count's error: nothing past it is read."""
+    it = iter(lines)
+
+    def number(line_no: int, line: str) -> int:
         try:
-            return java_int(lines[line_no - 1])
+            return java_int(line)
         except ValueError:
-            raise CorruptCheckpointError(f"Malformed line in checkpoint file: {lines[line_no - 1]!r}",
+            raise CorruptCheckpointError(f"Malformed line in checkpoint file: {line!r}",
                                          source=source, line=line_no) from None
 
-    read_version = number(1)
+    first = next(it, None)
+    if first is None:
+        return []
+    read_version = number(*first)
     if read_version != version:
         raise CorruptCheckpointError(
             f"Unrecognised version: {read_version}, expected version: {version}",
-            source=source, line=1)
-    if len(lines) == 1:
+            source=source, line=first[0])
+    second = next(it, None)
+    if second is None:
         return []
-    expected = number(2)
+    count_line = second[0]
+    expected = number(*second)
     entries: list[T] = []
-    for line_no, line in enumerate(lines[2:], start=3):
+    for line_no, line in it:
         try:
             entry = parse_entry(line)
         except ValueError as e:
@@ -161,10 +262,14 @@ def parse_checkpoint(text: str, version: int, parse_entry: Callable[[str], T | N
             raise CorruptCheckpointError(f"Malformed line in checkpoint file: {line!r}",
                                          source=source, line=line_no)
         entries.append(entry)
+        if len(entries) > expected:
+            raise CorruptCheckpointError(
+                f"Expected {expected} entries in checkpoint file, but found {len(entries)} or "
+                f"more (stopped reading at line {line_no})", source=source, line=count_line)
     if len(entries) != expected:
         raise CorruptCheckpointError(
             f"Expected {expected} entries in checkpoint file, but found {len(entries)}",
-            source=source, line=2)
+            source=source, line=count_line)
     return entries
 
 
@@ -182,13 +287,17 @@ class CheckpointFile(Generic[T]):
         self._lock = threading.Lock()
 
     def read(self) -> list[T]:
+        """The entries, read line by line (``read_java_lines``): a missing file has none; a
+        FIFO, directory or device at the path raises ``UnsafeFileError``, a damaged file
+        ``CorruptCheckpointError`` naming its line."""
         with self._lock:
             try:
-                data = self.path.read_bytes()
+                f = open_regular_file(self.path)
             except FileNotFoundError:
                 return []
-        return parse_checkpoint(decode_utf8(data, self.path), self.version,
-                                self.formatter.parse, source=self.path)
+            with f:
+                return parse_checkpoint_lines(read_java_lines(f, self.path), self.version,
+                                              self.formatter.parse, source=self.path)
 
     def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
         text = format_checkpoint(self.version, (self.formatter.format(e) for e in entries))

@@ -8,11 +8,15 @@ import os
 from os import PathLike
 from pathlib import Path
 
+from ..errors import KafkaLogError
 from .atomic import fsync_dir
-from .checkpoint_file import INT32_RANGE, INT64_RANGE, check_int
+from .checkpoint_file import INT32_RANGE, INT64_RANGE, check_int, read_small_file
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"                     # in the log-dir root
 CLEAN_SHUTDOWN_VERSION = 0           # CleanShutdownFileHandler.CURRENT_VERSION
+# Kafka writes {"version":<int>,"brokerEpoch":<long>}, at most 58 bytes; 4 KiB leaves room for
+# whitespace and the unknown fields of a newer version. A longer marker holds no epoch to read.
+CLEAN_SHUTDOWN_MAX_BYTES = 4096
 
 
 def format_clean_shutdown(broker_epoch: int = -1, version: int = CLEAN_SHUTDOWN_VERSION) -> str:
@@ -64,10 +68,12 @@ class CleanShutdownFile:
         fsync_dir(self.path.parent)
 
     def read(self) -> int | None:
-        """The recorded broker epoch; ``None`` if the file is absent, empty (<= 3.6) or unreadable."""
+        """The recorded broker epoch; ``None`` if the file is absent, empty (<= 3.6) or
+        unreadable: not UTF-8 or JSON, longer than ``CLEAN_SHUTDOWN_MAX_BYTES`` (not read
+        further), not a regular file (a FIFO is refused, not waited on)."""
         try:
-            data = self.path.read_bytes()
-        except OSError:
+            data = read_small_file(self.path, CLEAN_SHUTDOWN_MAX_BYTES)
+        except (OSError, KafkaLogError):
             return None
         try:
             return parse_clean_shutdown(data.decode("utf-8"))

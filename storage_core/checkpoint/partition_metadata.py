@@ -9,16 +9,19 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
+from itertools import islice
 from os import PathLike
 from pathlib import Path
 
 from ..errors import InconsistentTopicIdError
 from .atomic import atomic_write
-from .checkpoint_file import CorruptCheckpointError, decode_utf8, java_int, java_lines
+from ..data_files import open_regular_file
+from .checkpoint_file import CorruptCheckpointError, java_int, java_lines, read_java_lines
 
 PARTITION_METADATA_FILE = "partition.metadata"                   # in the partition dir
 PARTITION_METADATA_VERSION = 0       # PartitionMetadataFile.CURRENT_VERSION
 
+_CHUNK = 4096                        # a whole valid file in one read, a few lines of any other
 _BASE64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -84,7 +87,12 @@ def parse_partition_metadata(text: str, *, source: str | PathLike[str] | None = 
     """``PartitionMetadataReadBuffer.read``: line 1 ``version: <int>`` with version >= 0 (newer
     versions are accepted, for downgrades); line 2 ``topic_id: <Uuid>``, not all zeros. Each
     line splits once on ``":\\s+"`` into the expected key and a value; later lines are ignored."""
-    lines = java_lines(text)
+    return parse_partition_metadata_lines(java_lines(text)[:2], source=source)
+
+
+def parse_partition_metadata_lines(lines: list[str], *, source: str | PathLike[str] | None = None
+                                   ) -> PartitionMetadata:
+    """``parse_partition_metadata`` of the file's first two lines (fewer if it has fewer)."""
 
     def value(line_no: int, key: str) -> str:
         line = lines[line_no - 1] if len(lines) >= line_no else None
@@ -153,9 +161,14 @@ class PartitionMetadataFile:
         self.maybe_flush()
 
     def read_metadata(self) -> PartitionMetadata:
+        """The file's content. Kafka's reader reads two lines and ignores the rest, so only
+        those are read: at most two lines of ``MAX_LINE_BYTES`` (a valid line is at most 34
+        bytes) and one read ahead, whatever the file's size; a FIFO, directory or device at
+        the path raises ``UnsafeFileError``, a missing file ``FileNotFoundError``."""
         with self._lock:
-            data = self.path.read_bytes()
-        return parse_partition_metadata(decode_utf8(data, self.path), source=self.path)
+            with open_regular_file(self.path) as f:
+                lines = [line for _, line in islice(read_java_lines(f, self.path, chunk=_CHUNK), 2)]
+        return parse_partition_metadata_lines(lines, source=self.path)
 
     def read(self) -> uuid.UUID:
         return self.read_metadata().topic_id

@@ -256,16 +256,28 @@ class LogCleanerManager:
 
     def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         """Every data dir's checkpointed first dirty offsets; a file that cannot be read is
-        logged and skipped (Kafka: the dir goes offline, its partitions are not cleaned)."""
+        logged and skipped (see ``_read_checkpoints``)."""
         with self._lock:
-            out: dict[TopicPartition, int] = {}
-            for checkpoint in self._checkpoints.values():
-                try:
-                    out.update(self._read_checkpoint(checkpoint))
-                except (OSError, KafkaLogError) as e:
-                    logger.error("Failed to access checkpoint file %s in dir %s: %s",
-                              checkpoint.path.name, checkpoint.path.parent, e)
-            return out
+            return self._read_checkpoints()[0]
+
+    def _read_checkpoints(self) -> tuple[dict[TopicPartition, int], set[Path]]:
+        """``allCleanerCheckpoints``, and the data dirs whose checkpoint cannot be read (damaged,
+        not a regular file), each logged with Kafka's error naming the file. Kafka's read of
+        such a file also takes its log dir offline (``CheckpointFileWithFailureHandler``), so
+        none of its partitions is cleaned; ``grab_filthiest_compacted_log`` skips them likewise
+        while the file stays unreadable. Cleaning them as if never cleaned would recopy each
+        whole log every round, as its progress could never be recorded."""
+        out: dict[TopicPartition, int] = {}
+        unreadable: set[Path] = set()
+        for data_dir, checkpoint in self._checkpoints.items():
+            try:
+                out.update(self._read_checkpoint(checkpoint))
+            except (OSError, KafkaLogError) as e:
+                unreadable.add(data_dir)
+                logger.error("Failed to access checkpoint file %s in dir %s: %s; its partitions are "
+                             "not cleaned until it can be read", checkpoint.path.name,
+                             checkpoint.path.parent, e)
+        return out, unreadable
 
     def update_checkpoints(self, data_dir: str | os.PathLike[str],
                            update: tuple[tuple[str, int], int] | None = None,
@@ -349,17 +361,19 @@ class LogCleanerManager:
         """``grabFilthiestCompactedLog``: the compacted log (not in progress, paused or
         uncleanable) with the highest cleanable ratio above its ``min.cleanable.dirty.ratio``,
         or one with cleanable bytes whose ``max.compaction.lag.ms`` has passed; it is marked in
-        progress. Logs whose checkpoint is invalid get it rewritten on the way, selected or not.
-        An error evaluating a log raises ``LogCleaningError`` carrying that log."""
+        progress. Logs whose checkpoint is invalid get it rewritten on the way, selected or not;
+        those of a data dir whose checkpoint file cannot be read are skipped. An error
+        evaluating a log raises ``LogCleaningError`` carrying that log."""
         stats = pre_clean_stats if pre_clean_stats is not None else PreCleanStats()
         with self._lock:
             now = self.clock() if now_ms is None else now_ms
             self._time_of_last_run = now
-            last_clean = self.all_cleaner_checkpoints()
+            last_clean, unreadable = self._read_checkpoints()
             dirty: list[tuple[TopicPartition, LogToClean]] = []
             for tp, log in list(self.logs().items()):
                 if not log.config.compact or tp in self._in_progress or \
-                        self._is_uncleanable_partition(log, tp):
+                        self._is_uncleanable_partition(log, tp) or \
+                        (unreadable and _data_dir_key(log.dir.parent) in unreadable):
                     continue
                 try:
                     offsets = cleanable_offsets(log, last_clean.get(tp), now)

@@ -1,8 +1,8 @@
 """One partition's log: segments, their files, loading and recovery, and the `Log` facade."""
 
 from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix, is_segment_file,
-                    offset_from_filename, segment_base_offsets, segment_paths, write_all)
+                    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, TopicPartitionDir, filename_prefix, is_segment_file,
+                    offset_from_filename, segment_base_offsets, segment_paths, topic_partition_dir, write_all)
 from .close import close_logs
 from .log import Log
 from .read import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
@@ -34,6 +34,7 @@ __all__ = [
     "TIME_INDEX_SUFFIX",
     "TXN_INDEX_SUFFIX",
     "TimestampAndOffset",
+    "TopicPartitionDir",
     "aborted_mask",
     "bases_in_range",
     "close_logs",
@@ -45,5 +46,6 @@ __all__ = [
     "rows_in_range",
     "segment_base_offsets",
     "segment_paths",
+    "topic_partition_dir",
     "write_all",
 ]

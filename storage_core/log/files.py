@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
 from ..data_files import file_problem, filename_prefix, offset_from_filename
-from ..errors import CorruptRecordError, UnsafeFileError
+from ..errors import CorruptRecordError, KafkaLogError, UnsafeFileError
 from ..format.buffers import ByteBuffer
-from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
-                          LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE,
-                          RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
+from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LEADER_EPOCH_CHECKPOINT,
+                          LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE, RECOVERY_POINT_CHECKPOINT,
+                          REPLICATION_OFFSET_CHECKPOINT, STRAY_DIR_SUFFIX, TopicPartition,
+                          parse_topic_partition_dir)
 
 # LogFileUtils' suffixes, and the suffixes an interrupted clean, swap or delete adds to them
 LOG_SUFFIX = ".log"
@@ -52,7 +54,8 @@ def is_offset_named(name: str) -> bool:
     """The name starts with a 20-digit offset (``filename_prefix``): a segment, index or snapshot
     file in any state, not a checkpoint or a stranger's file."""
     n = _PREFIX_LENGTH
-    return len(name) > n and name[:n].isdigit() and name[n] == "."
+    # ASCII digits: str.isdigit also takes "²", which int() then refuses with a bare ValueError
+    return len(name) > n and name[:n].isascii() and name[:n].isdigit() and name[n] == "."
 
 
 def is_segment_file(name: str) -> bool:
@@ -107,6 +110,35 @@ def check_partition_dir(directory: str | os.PathLike[str], *, writer: bool = Tru
                 continue                    # a reader may read through a link to a regular file
             problem = f"{path} is a symbolic link to something other than a regular file"
         raise UnsafeFileError(problem)
+
+
+# ---------------------------------------------------------------------------- partition directories
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionDir:
+    """A data directory entry named as Kafka names a partition directory: its topic-partition
+    and its suffix, ``""`` for a live partition, else ``-future`` (a replica being moved in),
+    ``-delete`` (a deleted partition awaiting removal) or ``-stray`` (one KRaft no longer knows)."""
+
+    topic_partition: TopicPartition
+    suffix: str
+
+    @property
+    def is_live(self) -> bool:
+        return self.suffix == ""
+
+
+def topic_partition_dir(name: str) -> TopicPartitionDir | None:
+    """What the entry ``name`` of a data directory is by its name, as ``LocalLog.
+    parseTopicPartitionName`` reads it (the topic itself is not validated, as in Kafka); None for a
+    name Kafka refuses (``remote-log-index-cache``, ``notes``, ``t-x``). The one reading of these
+    names for the LogManager, the tools, the source and the sink."""
+    try:
+        tp = parse_topic_partition_dir(name)
+    except KafkaLogError:
+        return None
+    return TopicPartitionDir(tp, next((s for s in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
+                                       if name.endswith(s)), ""))
 
 
 # ---------------------------------------------------------------------------- positioned writes

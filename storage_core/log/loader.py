@@ -33,7 +33,7 @@ from ..index import OffsetIndex, TimeIndex, index_file_oversized
 from ..producer import ProducerStateEntry, ProducerStateManager, read_snapshot
 from .files import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_FILE_SUFFIXES,
                     SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, is_offset_named,
-                    offset_from_filename)
+                    is_segment_file, offset_from_filename)
 from .local_log import LocalLog
 from .segment import LogSegment
 from .view import LogView, log_start_offset
@@ -94,11 +94,13 @@ class LogLoader:
             for seg in LogView(self.dir, config).open_segments():
                 segments.add(seg)
         else:
-            logs = sorted(p for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX))
+            # named by a 20-digit offset, as the read-only view lists them: another file ending in
+            # .log ("notes.log", "0000000000000000000².log") is not a segment (int() refused it)
+            logs = sorted(p for p in self.dir.iterdir() if is_segment_file(p.name))
             live = {offset_from_filename(p.name) for p in logs}
             for p in self.dir.iterdir():
                 if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and \
-                        offset_from_filename(p.name) not in live:
+                        is_offset_named(p.name) and offset_from_filename(p.name) not in live:
                     logger.info("Deleting orphaned index file %s", p)
                     p.unlink()
             for p in logs:
@@ -182,9 +184,9 @@ class LogLoader:
         for p in list(self.dir.iterdir()):
             if p.name.endswith(DELETED_SUFFIX):
                 p.unlink()
-            elif p.name.endswith(CLEANED_SUFFIX):
+            elif p.name.endswith(CLEANED_SUFFIX) and is_offset_named(p.name):
                 cleaned.append(p)
-            elif p.name.endswith(SWAP_SUFFIX):
+            elif p.name.endswith(SWAP_SUFFIX) and is_offset_named(p.name):
                 swaps.append(p)
         min_cleaned = min((offset_from_filename(p.name) for p in cleaned), default=None)
         for p in cleaned:
@@ -207,7 +209,7 @@ class LogLoader:
             lo, hi = min(bases), max(ends)
             replaced: set[int] = set()
             below = [offset_from_filename(p.name) for p in self.dir.iterdir()
-                     if p.name.endswith(LOG_SUFFIX) and offset_from_filename(p.name) < lo]
+                     if is_segment_file(p.name) and offset_from_filename(p.name) < lo]
             if below:
                 # a degenerate split's pieces start above the segment they replace
                 seg = LogSegment.open(self.dir, max(below), config, preallocate=False)
@@ -223,7 +225,7 @@ class LogLoader:
                 if lo <= off < hi or (off in replaced and p.name.endswith(SEGMENT_FILE_SUFFIXES)):
                     p.unlink()           # the segments the cleaner or a split replaced
         for p in self.dir.iterdir():     # kept, and the index files opening them created
-            if p.name.endswith(SWAP_SUFFIX):
+            if p.name.endswith(SWAP_SUFFIX) and is_offset_named(p.name):
                 p.rename(p.with_name(p.name[:-len(SWAP_SUFFIX)]))
 
     def recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:

@@ -30,7 +30,7 @@ import crc32c
 
 from ..checkpoint import atomic_write
 from ..common import LONG_MAX
-from ..data_files import filename_prefix
+from ..data_files import filename_prefix, open_regular_file
 from ..errors import CorruptSnapshotError
 from ..format.record_batch import decrement_sequence
 
@@ -189,7 +189,7 @@ def write_snapshot(directory: str | PathLike[str], offset: int,
 def read_snapshot(path: str | PathLike[str]) -> list[ProducerSnapshotEntry]:
     """The entries of the snapshot file at ``path`` (``CorruptSnapshotError`` if invalid)."""
     path = Path(path)
-    with open(path, "rb") as f:
+    with open_regular_file(path) as f:      # a FIFO so named is refused, not waited on
         # the header against the file's size before the rest is read: a file of gigabytes (sparse,
         # or grown by a runaway writer) whose header counts 4 producers was read whole to be
         # refused (Kafka's readSnapshot reads it all too, with Files.readAllBytes)

@@ -20,6 +20,7 @@ from .storage_manager import (DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX, In
                               RemoteLogSegmentFileType, RemoteStorageManager,
                               REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP, ROOT_STORAGE_DIR_NAME,
                               open_store, partition_dir_name, segment_file_name, store_configs)
+from .remote_index_cache import DIR_NAME as REMOTE_INDEX_CACHE_DIR_NAME
 from .remote_index_cache import (DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES, RemoteIndexCache,
                                  remote_index_file_prefix)
 from .remote_log_metadata_cache import (RemoteLogLeaderEpochState, RemoteLogMetadataCache,
@@ -40,7 +41,8 @@ __all__ = [
     "DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS",
     "DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX", "IndexType", "InvalidRemoteLogMetadataError",
     "LogSegmentData", "PyArrowRemoteStorageManager", "REMOTE_LOG_METADATA_TOPIC_NAME",
-    "REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP", "ROOT_STORAGE_DIR_NAME", "RemoteInputStream",
+    "REMOTE_INDEX_CACHE_DIR_NAME", "REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX_PROP", "ROOT_STORAGE_DIR_NAME",
+    "RemoteInputStream",
     "RemoteIndexCache", "RemoteLogLeaderEpochState", "RemoteLogMetadata", "RemoteLogMetadataCache",
     "RLM_COPY_TASK", "RLM_EXPIRATION_TASK", "RemoteLogManager", "RemoteLogManagerConfig", "TierResult",
     "is_remote_log_enabled",

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checkpoint import topic_id_from_str, topic_id_to_str
+from ..checkpoint import INT64_RANGE, java_int, topic_id_from_str, topic_id_to_str
 from ..common import INT_MAX
 from ..data_files import open_data_file
 from ..errors import CorruptIndexError, InvalidConfigError, KafkaLogError, RemoteResourceNotFoundError
@@ -60,14 +60,20 @@ def remote_index_file_prefix(metadata: RemoteLogSegmentMetadata) -> str:
 
 def _parse_prefix(prefix: str) -> tuple[int, uuid.UUID] | None:
     """(start offset, segment uuid) of ``<offset>_<id>``, None for a name that is not one (the
-    offset has no ``_``: the first one separates; the id may contain ``_`` or start with ``-``)."""
+    offset has no ``_``: the first one separates; the id may contain ``_`` or start with ``-``).
+    The offset is read as ``offsetFromRemoteIndexFileName`` reads it (``Long.parseLong``: a Java
+    long; str.isdigit and int() also took "٤" and numbers beyond 2^63), and only the name
+    ``remote_index_file_prefix`` gives is one: a start offset >= 0, unpadded, unsigned. Kafka's
+    ``init`` throws on a name it cannot parse; here its files are ignored with a warning."""
     offset, sep, sid = prefix.partition("_")
-    if not sep or not offset.isdigit() or len(sid) != 22:
+    if not sep or len(sid) != 22:
         return None
     try:
-        return int(offset), topic_id_from_str(sid)
+        start = java_int(offset, INT64_RANGE)
+        key = topic_id_from_str(sid)
     except (ValueError, KafkaLogError):
         return None
+    return (start, key) if start >= 0 and str(start) == offset else None
 
 
 @dataclass

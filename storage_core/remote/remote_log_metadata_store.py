@@ -23,8 +23,11 @@ name (atomic on a local file system; one small ``PUT`` on S3).
 A reader (``RemoteLogMetadataStoreReader``) lists a partition's prefix, decodes the objects in
 sequence order and folds them with ``RemoteLogMetadataCache``, as ``ConsumerTask`` folds the
 topic; only ``COPY_SEGMENT_FINISHED`` segments are readable. It reads only the objects new since
-its last call. An object whose name is not a sequence, larger than ``MAX_OBJECT_BYTES``, or whose
-bytes do not decode fails the read, naming the object. Events of deleted segments stay (immutable
+its last call. An object whose name is not a sequence (20 ASCII digits), larger than
+``MAX_OBJECT_BYTES``, not a file (a directory or FIFO under an event's name), or whose bytes do not
+decode fails the read, naming the object (and the byte position, for bytes); so does any entry
+of the metadata root that is not a ``<topic>-<partition>-<topic id>`` prefix. A gap in the
+sequence fails the read, naming the missing objects. Events of deleted segments stay (immutable
 objects): one object per state change, a few hundred bytes each.
 """
 
@@ -41,7 +44,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from ..checkpoint import TopicPartition, topic_id_from_str
+from ..checkpoint import TopicPartition, java_int, topic_id_from_str, validate_topic_name
 from ..errors import (CorruptRemoteLogMetadataError, InvalidRemoteLogMetadataError, KafkaLogError,
                       RemoteStorageError)
 from .metadata import (RemoteLogMetadata, RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition)
@@ -56,8 +59,9 @@ logger = logging.getLogger(__name__)
 METADATA_DIR_NAME = "kafka-remote-log-metadata"
 METADATA_SUFFIX = ".metadata"
 MAX_OBJECT_BYTES = 1 << 20          # far above any event (custom metadata is capped at 128 bytes by default)
-_NAME = re.compile(r"(\d{20})" + re.escape(METADATA_SUFFIX))
-_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)-(?P<id>[A-Za-z0-9_-]{22})")
+# ASCII digits only: \d would also take other scripts' digits, which int() reads as numbers
+_NAME = re.compile(r"([0-9]{20})" + re.escape(METADATA_SUFFIX))
+_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>[0-9]+)-(?P<id>[A-Za-z0-9_-]{22})")
 _READERS = 8                         # objects fetched in parallel
 
 
@@ -75,10 +79,14 @@ def parse_partition_dir_name(name: str) -> TopicIdPartition | None:
     if m is None:
         return None
     try:
-        topic_id = topic_id_from_str(m.group("id"))
+        # what the writer names: a topic Kafka accepts (Topic.validate), a partition in [0, 2^31)
+        validate_topic_name(m.group("topic"))
+        partition = java_int(m.group("partition"))
+        if partition < 0:
+            return None
+        return TopicIdPartition(topic_id_from_str(m.group("id")), TopicPartition(m.group("topic"), partition))
     except (ValueError, KafkaLogError):
         return None
-    return TopicIdPartition(topic_id, TopicPartition(m.group("topic"), int(m.group("partition"))))
 
 
 class RemoteLogMetadataStore:
@@ -173,9 +181,15 @@ def _list_names(fs: pafs.FileSystem, prefix: str, store: str) -> dict[int, str]:
         raise storage_error(f"Listing remote log metadata {prefix} in {store}", e) from e
     out: dict[int, str] = {}
     for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
         m = _NAME.fullmatch(info.base_name)
+        if info.type != pafs.FileType.File:
+            if m is None and info.type == pafs.FileType.Directory:
+                continue            # a prefix under the partition's (S3 lists "directories" of deeper keys)
+            # an event's name on a directory, FIFO or device: never opened (a FIFO would block the
+            # read), never skipped (the partition's state would silently lack that event)
+            raise CorruptRemoteLogMetadataError(
+                f"Remote log metadata object {info.path} in {store} is not a file "
+                f"({info.type.name.lower()}): an event object was expected there")
         if m is None:
             raise CorruptRemoteLogMetadataError(
                 f"Unknown object {info.path} in {store}: remote log metadata objects are named "
@@ -185,6 +199,22 @@ def _list_names(fs: pafs.FileSystem, prefix: str, store: str) -> dict[int, str]:
                 f"Remote log metadata object {info.path} in {store} is {info.size} bytes, more than the "
                 f"{MAX_OBJECT_BYTES} any event takes")
         out[int(m.group(1))] = info.path
+    return out
+
+
+def _first_missing(start: int, present: list[int], limit: int) -> list[int]:
+    """The first ``limit`` sequences from ``start`` below ``present[-1]`` absent from ``present``
+    (sorted): a walk over the names, never over the range, which a name like
+    ``99999999999999999999.metadata`` makes astronomically long."""
+    out: list[int] = []
+    expected = start
+    for s in present:
+        while expected < s and len(out) < limit:
+            out.append(expected)
+            expected += 1
+        if len(out) >= limit:
+            break
+        expected = s + 1
     return out
 
 
@@ -220,11 +250,14 @@ class RemoteLogMetadataStoreReader:
         out = []
         for info in infos:
             if info.type != pafs.FileType.Directory:
-                continue
+                raise CorruptRemoteLogMetadataError(
+                    f"Unknown object {info.path} in {self.store}: {base} holds only "
+                    f"<topic>-<partition>-<topic id> prefixes")
             tip = parse_partition_dir_name(info.base_name)
             if tip is None:
                 raise CorruptRemoteLogMetadataError(
-                    f"Unknown prefix {info.path} in {self.store}: expected <topic>-<partition>-<topic id>")
+                    f"Unknown prefix {info.path} in {self.store}: expected <topic>-<partition>-<topic id> "
+                    f"(a topic name Kafka accepts, a partition in [0, 2147483647], a 22-character topic id)")
             out.append(tip)
         return sorted(out, key=lambda t: (t.topic, t.partition, str(t.topic_id)))
 
@@ -238,10 +271,10 @@ class RemoteLogMetadataStoreReader:
         seen = self._seen.get(tip, -1)
         new = sorted(s for s in names if s > seen)
         if new and new[0] != seen + 1 or any(b != a + 1 for a, b in zip(new, new[1:])):
-            missing = sorted(set(range(seen + 1, new[-1])) - set(new))
+            missing = _first_missing(seen + 1, new, 5)
             raise InvalidRemoteLogMetadataError(
                 f"Remote log metadata of {tip} in {self.store} lacks event objects "
-                f"{', '.join(event_object_name(s) for s in missing[:5])}: the events must be folded in order")
+                f"{', '.join(event_object_name(s) for s in missing)}: the events must be folded in order")
         highest = self._highest.get(tip, -1)
         for sequence, event in zip(new, self._fetch([names[s] for s in new])):
             if getattr(event, "topic_id_partition", None) != tip:

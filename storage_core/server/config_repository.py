@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..checkpoint import atomic_write, data_dir_lock, validate_topic_name
+from ..checkpoint import CorruptCheckpointError, atomic_write, data_dir_lock, read_small_file, validate_topic_name
 from ..config import LogConfig, validate_turning_off_remote_storage_with_delete
 from ..errors import InvalidConfigError, KafkaLogError
 
@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 
 TOPIC_CONFIG_FILE = "kafkalog-topic-configs.json"
 TOPIC_CONFIG_VERSION = 1
+# An override is a known Kafka name (at most ~45 characters) and a short value; even every
+# topic config of ten thousand topics stays far below 64 MiB. A file that long is not one
+# kafkalog wrote, and is refused before being parsed (its JSON objects would take ~10x in memory).
+TOPIC_CONFIG_MAX_BYTES = 64 << 20
 
 
 class CorruptTopicConfigError(KafkaLogError):
@@ -86,11 +90,14 @@ class ConfigRepository:
         """Every topic's overrides (Kafka's dotted names -> string values)."""
         for path in self._paths():
             try:
-                text = path.read_text(encoding="utf-8")
+                # a regular file only (a FIFO would block the read), bounded
+                text = read_small_file(path, TOPIC_CONFIG_MAX_BYTES).decode("utf-8")
             except FileNotFoundError:
                 continue
-            except (UnicodeDecodeError, IsADirectoryError) as e:
+            except UnicodeDecodeError as e:
                 raise CorruptTopicConfigError(f"Topic configuration file cannot be read: {e} ({path})") from e
+            except CorruptCheckpointError as e:          # too long: names the file and position
+                raise CorruptTopicConfigError(f"Topic configuration file cannot be read: {e}") from e
             return parse_topic_configs(text, source=path)
         return {}
 

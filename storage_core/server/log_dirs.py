@@ -9,7 +9,8 @@ then every ``topic-partition`` directory is opened on a pool of
 ``num.recovery.threads.per.data.dir`` threads, with ``had_clean_shutdown`` telling ``Log.open``
 whether recovery can be skipped. ``-delete`` directories are handed back for deletion, ``-stray``
 ones are kept aside untouched, ``-future`` ones are loaded as future logs; anything else that is
-not a partition is ignored with a warning (a broker would refuse to start).
+not a partition is ignored with a warning (a broker would refuse to start), KRaft's
+``__cluster_metadata-0`` and the ``remote-log-index-cache`` silently, as Kafka ignores them.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from ..checkpoint import (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX, CleanShutdownFile
                           parse_topic_partition_dir, update_offset_checkpoint)
 from ..config import LogConfig
 from ..errors import KafkaLogError, LogLockedError
-from ..log import Log
+from ..log import Log, topic_partition_dir
+from ..remote import REMOTE_INDEX_CACHE_DIR_NAME
 from .config_repository import ConfigRepository
 
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"                  # LogManager.LockFileName
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"     # KafkaRaftServer.MetadataTopic
 
 
 @dataclass
@@ -77,23 +80,29 @@ class DataDir:
 
     def partition_dirs(self) -> tuple[list[Path], list[Path]]:
         """``(directories to load, -delete directories to delete)``; ``-stray`` directories are
-        kept in ``stray_dirs``, anything else is ignored with a warning."""
+        kept in ``stray_dirs``. As ``LogManager.loadLogs`` lists a log dir: files are not looked
+        at, and neither are the tiered-storage index cache and KRaft's own metadata log
+        (``__cluster_metadata-0``: no retention, cleaning or tiering of kafkalog's may touch it).
+        Any other directory whose name is not a topic-partition's is ignored with a warning
+        (where a broker refuses to start)."""
         load, delete = [], []
         for entry in sorted(self.path.iterdir()):
-            if not entry.is_dir():
+            if not entry.is_dir() or entry.name == REMOTE_INDEX_CACHE_DIR_NAME:
                 continue
-            try:
-                parse_topic_partition_dir(entry.name)
-            except KafkaLogError:
+            named = topic_partition_dir(entry.name)
+            if named is None:
                 logger.warning("Ignoring %s: not a topic-partition directory", entry)
                 continue
-            if entry.name.endswith(STRAY_DIR_SUFFIX):
+            if named.topic_partition.topic == CLUSTER_METADATA_TOPIC:
+                logger.info("Leaving %s alone: the KRaft metadata log is the controller's", entry)
+                continue
+            if named.suffix == STRAY_DIR_SUFFIX:
                 # KRaft keeps stray logs until its metadata says they can go; kafkalog has no
                 # metadata, so they stay untouched for an operator to look at
                 logger.warning("Found stray log: %s (left untouched)", entry)
                 self.stray_dirs.append(entry)
                 continue
-            if entry.name.endswith(DELETE_DIR_SUFFIX):
+            if named.suffix == DELETE_DIR_SUFFIX:
                 logger.info("Scheduling deletion of %s, marked for deletion", entry)
                 delete.append(entry)
                 continue

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
-                          LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                          STRAY_DIR_SUFFIX, TopicPartition, parse_topic_partition_dir)
+from ..checkpoint import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                          RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, TopicPartition,
+                          parse_topic_partition_dir)
 from ..common import LONG_MAX, wall_ms
 from ..errors import KafkaLogError
+from ..log import topic_partition_dir
 from .files import has_segments
 from .output import Output, UsageError
 
@@ -23,25 +24,20 @@ if TYPE_CHECKING:
 
 def is_topic_partition_name(name: str) -> bool:
     """Named ``topic-partition`` as Kafka names a partition directory (any suffix included)."""
-    try:
-        parse_topic_partition_dir(name)
-        return True
-    except KafkaLogError:
-        return False
+    return topic_partition_dir(name) is not None
 
 
 def is_live_partition_name(name: str) -> bool:
     """A partition directory a broker loads: not one marked for deletion, stray or future."""
-    return is_topic_partition_name(name) and not name.endswith(
-        (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX))
+    named = topic_partition_dir(name)
+    return named is not None and named.is_live
 
 
 def _partition_key(d: Path) -> tuple[int, str, int, str]:
-    try:
-        tp = parse_topic_partition_dir(d.name)
-        return (0, tp.topic, tp.partition, d.name)
-    except KafkaLogError:
+    named = topic_partition_dir(d.name)
+    if named is None:
         return (1, d.name, 0, d.name)
+    return (0, named.topic_partition.topic, named.topic_partition.partition, d.name)
 
 
 def partition_dirs(root: Path) -> list[Path]:

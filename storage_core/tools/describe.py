@@ -18,8 +18,8 @@ from typing import Any
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                           LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE,
                           RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                          OffsetCheckpointFile, parse_leader_epoch_checkpoint,
-                          parse_partition_metadata, parse_topic_partition_dir, topic_id_to_str)
+                          LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile,
+                          parse_topic_partition_dir, topic_id_to_str)
 from ..config import LogConfig
 from ..errors import KafkaLogError
 from ..log import Log, LogSegment, filename_prefix
@@ -90,17 +90,17 @@ def _describe_partition(d: Path, checkpoints: Checkpoints) -> dict[str, Any]:
             info.setdefault("checkpoint_errors", {})[name] = error
     info["checkpoints"] = cps
     try:
+        # the file readers, not read_text: bounded line by line, FIFOs refused
         info["leader_epochs"] = [[e.epoch, e.start_offset] for e in
-                                 parse_leader_epoch_checkpoint(
-                                     (d / LEADER_EPOCH_CHECKPOINT).read_text("utf-8"))] \
+                                 LeaderEpochCheckpointFile.in_dir(d).read()] \
             if (d / LEADER_EPOCH_CHECKPOINT).exists() else None
     except (OSError, ValueError, KafkaLogError) as e:
         info["leader_epochs"] = None
         info.setdefault("checkpoint_errors", {})[LEADER_EPOCH_CHECKPOINT] = str(e)
     try:
         meta = d / PARTITION_METADATA_FILE
-        info["topic_id"] = (topic_id_to_str(parse_partition_metadata(meta.read_text("utf-8"))
-                                            .topic_id) if meta.exists() else None)
+        info["topic_id"] = (topic_id_to_str(PartitionMetadataFile(d).read())
+                            if meta.exists() else None)
     except (OSError, ValueError, KafkaLogError) as e:
         info["topic_id"] = None
         info.setdefault("checkpoint_errors", {})[PARTITION_METADATA_FILE] = str(e)
@@ -137,7 +137,7 @@ def _remote_segments(d: Path, info: dict[str, Any], rlmm: TopicBasedRemoteLogMet
     """The partition's remote segments (every state, by start offset) from the metadata topic."""
     if info.get("topic_id") is None or info.get("topic") is None:
         return
-    tip = TopicIdPartition(parse_partition_metadata((d / PARTITION_METADATA_FILE).read_text("utf-8")).topic_id,
+    tip = TopicIdPartition(PartitionMetadataFile(d).read(),
                            parse_topic_partition_dir(d.name))
     try:
         mds = sorted(rlmm.list_remote_log_segments(tip), key=lambda m: (m.start_offset, m.event_timestamp_ms))

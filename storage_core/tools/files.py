@@ -68,7 +68,7 @@ def mapped(path: str | os.PathLike[str]) -> Iterator[mmap.mmap | bytes]:
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
-    """The whole of a small file (snapshot, checkpoint), regular files only."""
+    """The whole of a small file (a producer snapshot whose size was checked), regular files only."""
     with mapped(path) as buf:
         return bytes(buf)
 

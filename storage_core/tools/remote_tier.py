@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..checkpoint import PARTITION_METADATA_FILE, PartitionMetadataFile, parse_topic_partition_dir
-from ..errors import KafkaLogError, RemoteResourceNotFoundError, RemoteStorageError
+from ..checkpoint import (PARTITION_METADATA_FILE, CorruptCheckpointError, PartitionMetadataFile,
+                          parse_topic_partition_dir, read_small_file)
+from ..errors import KafkaLogError, RemoteResourceNotFoundError, RemoteStorageError, UnsafeFileError
 from ..log import filename_prefix
 from ..remote import (REMOTE_LOG_METADATA_TOPIC_NAME, IndexType, PyArrowRemoteStorageManager, RemoteInputStream,
                       RemoteLogManagerConfig, RemoteLogSegmentFileType, RemoteLogSegmentMetadata,
@@ -32,6 +33,7 @@ from ..remote import (REMOTE_LOG_METADATA_TOPIC_NAME, IndexType, PyArrowRemoteSt
 from .output import UsageError
 
 FETCH_CHUNK = 8 << 20          # one ranged read
+MAX_CONFIG_BYTES = 1 << 20     # --config: a server.properties is a few KiB
 
 # the objects of a segment, with the local suffix each is fetched under and the index type
 # ``fetch_index`` takes (None: the .log, through ``fetch_log_segment``)
@@ -45,23 +47,36 @@ SEGMENT_OBJECTS: tuple[tuple[RemoteLogSegmentFileType, str, IndexType | None], .
 )
 
 
+def read_config_file(path: Path) -> str:
+    """The text of ``--config``: a regular file (a FIFO would block the read forever, a
+    directory or device is no properties file), at most ``MAX_CONFIG_BYTES`` (``read_small_file``),
+    strict UTF-8. Anything else is a ``UsageError`` naming the file (and the line and byte of
+    bad UTF-8)."""
+    try:
+        data = read_small_file(path, MAX_CONFIG_BYTES)      # follows a link to a server.properties
+    except (UnsafeFileError, CorruptCheckpointError, OSError, ValueError) as e:   # ValueError: a NUL
+        raise UsageError(f"cannot read --config {path}: {e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UsageError(f"cannot read --config {path}: line {line} (byte {e.start}) is not UTF-8: "
+                         f"{e.reason}") from None
+
+
 def broker_properties(args: argparse.Namespace) -> dict[str, str]:
     """Java ``Properties``-style ``key=value`` lines of ``--config`` (``#``/``!`` comments),
     then the ``--property`` overrides."""
     props: dict[str, str] = {}
     if args.config:
         path = Path(args.config)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError, ValueError) as e:     # ValueError: a NUL in the name
-            raise UsageError(f"cannot read --config {path}: {e}") from None
-        for n, line in enumerate(lines, 1):
+        for n, line in enumerate(read_config_file(path).splitlines(), 1):
             line = line.strip()
             if not line or line[0] in "#!":
                 continue
             key, sep, value = line.partition("=")
             if not sep:
-                raise UsageError(f"{path} line {n}: expected key=value, got {line!r}")
+                raise UsageError(f"--config {path} line {n}: expected key=value, got {line!r}")
             props[key.strip()] = value.strip()
     for item in args.property or []:
         key, sep, value = item.partition("=")

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..checkpoint import (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                          PARTITION_METADATA_FILE, CorruptCheckpointError, parse_clean_shutdown,
-                          parse_leader_epoch_checkpoint, parse_offset_checkpoint,
-                          parse_partition_metadata, topic_id_to_str,
-                          validate_topic_name)
+from ..checkpoint import (CLEAN_SHUTDOWN_FILE, CLEAN_SHUTDOWN_MAX_BYTES, LEADER_EPOCH_CHECKPOINT,
+                          LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE, CorruptCheckpointError,
+                          LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile,
+                          parse_clean_shutdown, read_small_file, topic_id_to_str, validate_topic_name)
 from ..config import LogConfig
 from ..data_files import file_problem
 from ..errors import CorruptRecordError, KafkaLogError, OffsetOverflowError
@@ -42,7 +41,7 @@ from ..producer import PRODUCER_SNAPSHOT_VERSION, decode_snapshot, read_snapshot
 from ..remote import REMOTE_LOG_METADATA_TOPIC_NAME, RemoteLogSegmentFileType, RemoteLogSegmentMetadata
 from .files import (MAX_BATCH, OFFSET_CHECKPOINTS, SEGMENT_NAME, TXN_ENTRY, IndexLookup,
                     base_offset_of, batch_at_or_after, first_batch, mapped,
-                    offset_entries, oversized_index_problem, read_file, read_head, read_snapshot_file,
+                    offset_entries, oversized_index_problem, read_head, read_snapshot_file,
                     record_offsets_and_max_timestamp, segment_bases, sibling, time_entries, txn_index_entries)
 from .data_dirs import is_topic_partition_name, partition_dirs
 from .output import Output
@@ -297,16 +296,30 @@ def _verify_snapshot(path: Path, p: Problems) -> str:
 
 
 def _verify_text(path: Path, p: Problems,
-                 parse: Callable[[str], Any], describe: Callable[[Any], str]) -> str:
-    data = read_file(path)
+                 read: Callable[[Path], Any], describe: Callable[[Any], str]) -> str:
+    """A text file read as its reader reads it (line by line, bounded: a file of gigabytes
+    without a newline is refused at its first kilobyte, not read whole)."""
     try:
-        text = data.decode("utf-8")
-        return describe(parse(text))
-    except UnicodeDecodeError as e:
-        p.add(f"position {e.start}", "not UTF-8")
+        return describe(read(path))
     except CorruptCheckpointError as e:
-        p.add(f"line {e.line}" if e.line is not None else "position 0", e.reason)
+        where = [f"line {e.line}"] if e.line is not None else []
+        where += [f"position {e.position}"] if e.position is not None else []
+        p.add(", ".join(where) or "position 0", e.reason)
     return ""
+
+
+def _read_epochs(path: Path) -> list[Any]:
+    return LeaderEpochCheckpointFile(path).read()
+
+
+def _read_clean_shutdown(path: Path) -> int | None:
+    # the marker's content as Kafka reads it (garbage is no epoch), but verify names bytes that
+    # are not UTF-8, and a marker longer than any Kafka writes
+    data = read_small_file(path, CLEAN_SHUTDOWN_MAX_BYTES)
+    try:
+        return parse_clean_shutdown(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError("not UTF-8", source=path, position=e.start) from None
 
 
 def _check_offset_entries(path: Path, offsets: dict, p: Problems) -> str:
@@ -354,16 +367,15 @@ def _verify_file(path: Path, p: Problems) -> str | None:
     if name.endswith(".snapshot"):
         return _verify_snapshot(path, p)
     if name in OFFSET_CHECKPOINTS:
-        return _verify_text(path, p, lambda t: parse_offset_checkpoint(t),
+        return _verify_text(path, p, lambda f: OffsetCheckpointFile(f).read(),
                             lambda d: _check_offset_entries(path, d, p))
     if name == LEADER_EPOCH_CHECKPOINT:
-        return _verify_text(path, p, lambda t: parse_leader_epoch_checkpoint(t),
-                            lambda d: f"{len(d)} epochs")
+        return _verify_text(path, p, _read_epochs, lambda d: f"{len(d)} epochs")
     if name == PARTITION_METADATA_FILE:
-        return _verify_text(path, p, lambda t: parse_partition_metadata(t),
+        return _verify_text(path, p, lambda f: PartitionMetadataFile(f.parent).read_metadata(),
                             lambda m: f"topic id {topic_id_to_str(m.topic_id)}")
     if name == CLEAN_SHUTDOWN_FILE:
-        return _verify_text(path, p, parse_clean_shutdown, lambda e: f"broker epoch {e}")
+        return _verify_text(path, p, _read_clean_shutdown, lambda e: f"broker epoch {e}")
     return None
 
 
@@ -424,7 +436,7 @@ _REMOTE_CHECKS: dict[RemoteLogSegmentFileType, Callable[[Path, Problems], str]] 
     RemoteLogSegmentFileType.TRANSACTION_INDEX: _verify_txn_index,
     RemoteLogSegmentFileType.PRODUCER_SNAPSHOT: _verify_snapshot,
     RemoteLogSegmentFileType.LEADER_EPOCH_CHECKPOINT:
-        lambda path, p: _verify_text(path, p, parse_leader_epoch_checkpoint, lambda d: f"{len(d)} epochs"),
+        lambda path, p: _verify_text(path, p, _read_epochs, lambda d: f"{len(d)} epochs"),
 }
 
 

@@ -4,8 +4,10 @@ output wording, JSON, exit codes (0 done, 1 a partition failed, 2 usage or I/O e
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -276,3 +278,51 @@ def test_commands_through_the_installed_entry_point(data: Path) -> None:
     out = kafkalog("retention", str(data), "--now", str(NOW + 30 * DAY))
     assert out.returncode == 0, out.stderr
     assert "k-0: deleted " in out.stdout and "cleanup.policy=compact,delete" in out.stdout
+
+
+# ---------------------------------------------------------------------------------- --config FILE
+
+def _hostile_config(tmp_path: Path, kind: str) -> tuple[Path, list[str]]:
+    """A ``--config`` file of ``kind``: (its path, what the error must say besides the path)."""
+    path = tmp_path / f"broker-{kind}.properties"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path, ["FIFO"]
+    if kind == "directory":
+        path.mkdir()
+        return path, ["directory"]
+    if kind == "huge":
+        with open(path, "wb") as f:                 # sparse: no disk, and no memory when read bounded
+            f.truncate(1 << 40)
+        return path, ["longer than 1048576 bytes"]
+    if kind == "invalid utf-8":
+        path.write_bytes(b"# the store\nrsm.config.storage.uri=/tmp/x\nrsm.config.s3.region=eu\xff\n")
+        return path, ["line 3", "byte 65", "not UTF-8"]
+    path.write_bytes(b"rsm.config.storage.uri\n")
+    return path, ["line 1", "expected key=value"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge", "invalid utf-8", "no separator"])
+@pytest.mark.parametrize("command", ["tier", "verify", "dump"])
+def test_a_config_file_that_is_not_a_properties_file_is_a_usage_error_naming_it(
+        data: Path, tmp_path: Path, capsys, kind: str, command: str) -> None:
+    """A FIFO must not block the command (it is never opened for a blocking read), a directory
+    or a huge file is refused naming it (read at most ``MAX_CONFIG_BYTES``), bad UTF-8 names its
+    line and byte; exit 2, a message, no traceback."""
+    path, words = _hostile_config(tmp_path, kind)
+    argv = {"tier": ["tier", str(data)], "verify": ["verify", str(data)],
+            "dump": ["dump", "--partition", str(data / "t-0")]}[command] + ["--config", str(path)]
+    plain(data / "t-0", 1, NOW)
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(run(capsys, *argv)), daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():                           # unblock a reader stuck on the FIFO, then fail
+        with open(path, "wb"):
+            pass
+        worker.join(10)
+        pytest.fail(f"kafkalog {command} blocked on --config {kind}")
+    code, _, err = result[0]
+    assert code == 2, err
+    assert f"--config {path}" in err and all(w in err for w in words), err
+    assert "Traceback" not in err

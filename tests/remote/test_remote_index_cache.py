@@ -10,6 +10,7 @@ segments still answer."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.checkpoint import EpochEntry, format_leader_epoch_checkpoint, topic_id_from_str
+from storage_core.checkpoint import EpochEntry, format_leader_epoch_checkpoint, topic_id_from_str, topic_id_to_str
 from storage_core.config import LogConfig
 from storage_core.errors import RemoteStorageError
 from storage_core.format import RecordInput as Record, build_batch, decode_batches
@@ -386,3 +387,28 @@ def test_store_going_away_fails_cold_lookups_naming_segment_and_store_but_cached
     finally:
         seaweedfs.start()
     assert cache.lookup_offset(mds[2], mds[2].start_offset) == 0
+
+
+@pytest.mark.parametrize("offset", ["9223372036854775808", "99999999999999999999999", "-1", "+1", "01",
+                                    "1\u0664", "\u00b2", "\u0664"])
+def test_a_cache_file_whose_offset_is_not_kafkas_is_ignored_with_a_warning(local_log, tmp_path, caplog, offset):
+    """``RemoteIndexCache.init`` reads the offset with ``Long.parseLong``: one beyond a Java long
+    (or negative, signed, padded, or in other scripts' digits, which str.isdigit and int() took)
+    is not a name the cache gives (``<start offset>_<segment id>``), so its files are a
+    stranger's: ignored with a warning naming them, left in place, never loaded as an entry."""
+    rsm, mds = upload(local_log, {"storage.uri": str(tmp_path / "store")})
+    cache = RemoteIndexCache(rsm, tmp_path)
+    entry = cache.get_index_entry(mds[0])
+    cache.close()
+    stranger = f"{offset}_{topic_id_to_str(uuid.UUID(int=42))}"
+    for path in entry.paths:
+        shutil.copy(path, path.with_name(stranger + path.name[path.name.index("."):]))
+    caplog.set_level(logging.WARNING, "storage_core.remote")
+    cache = RemoteIndexCache(rsm, tmp_path)
+    try:
+        assert len(cache) == 1 and mds[0].remote_log_segment_id.id in cache and uuid.UUID(int=42) not in cache
+    finally:
+        cache.close()
+    for suffix in (".index", ".timeindex", ".txnindex"):
+        assert (tmp_path / "remote-log-index-cache" / (stranger + suffix)).exists()
+        assert any(stranger + suffix in r.getMessage() for r in caplog.records), caplog.text

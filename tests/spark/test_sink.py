@@ -410,6 +410,31 @@ def test_topic_names_colliding_by_dot_and_underscore_refused(spark, tmp_path):
     assert partition_dirs(root) == ["a.b-0"]
     write(df, root, {"topic": "a.b"})                  # the existing topic itself is no collision
     assert len(read_back(spark, root, "a.b")) == 2
+    # a topic being deleted (LocalLog.logDeleteDirName) is gone from the cluster: no collision
+    (root / "c.d-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    write(df, root, {"topic": "c_d"})
+    assert len(read_back(spark, root, "c_d")) == 1
+
+
+def test_collisions_and_partition_counts_read_directory_names_as_kafka(tmp_path):
+    """The commit's collision check counts live and ``-future`` directories only (a ``-delete`` or
+    ``-stray`` one's topic is gone); a topic's partition count comes from its live directories
+    named as ``LocalLog.parseTopicPartitionName`` reads them ("t-²": str.isdigit took it, then
+    int() raised a bare ValueError)."""
+    from kafka_log_sink.commit import _check_collisions
+    from kafka_log_sink.writer import topic_partition_count
+    from storage_core.checkpoint import log_delete_dir_name, log_future_dir_name, log_stray_dir_name
+    from storage_core.errors import InvalidTopicError
+
+    root = tmp_path / "data"
+    for name in (log_delete_dir_name("a.b", 0), log_stray_dir_name("c.d", 0), log_future_dir_name("e.f", 0),
+                 "t-0", "t-\u00b2", "t-\u0664", "t-7.0123456789abcdef0123456789abcdef-delete", "t-x"):
+        (root / name).mkdir(parents=True)
+    _check_collisions(root, {"a_b", "c_d"})
+    with pytest.raises(InvalidTopicError, match="'e_f' collides with existing topic: e.f"):
+        _check_collisions(root, {"e_f"})
+    assert topic_partition_count(root, "t", 5) == 1
+    assert topic_partition_count(root, "a.b", 5) == 5
 
 
 # ====================================================================== records

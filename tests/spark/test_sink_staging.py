@@ -4,6 +4,8 @@ a bounded size, big batches whole, damage refused with the file named. No Spark 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -337,3 +339,68 @@ def test_a_damaged_producer_identity_is_refused_naming_it(tmp_path, doc):
     with pytest.raises(KafkaLogError, match=r"producer\.json"):
         load_producer(opts)
     assert ident.read_bytes() == doc
+
+
+@pytest.mark.parametrize("name", ["producer.json", "txn.json"])
+def test_a_huge_sink_state_file_is_refused_by_its_size_unread(tmp_path, name):
+    """A state file longer than its format can be (a sparse file of 256 MiB: a directory the
+    sink did not write) is refused naming it and the position where it passed its bound, before
+    being read whole or parsed; and left as it was."""
+    from kafka_log_sink.commit import SinkCoordinator, load_producer
+    from kafka_log_sink.staging_store import STATE_FILE_MAX_BYTES
+    from kafka_log_sink.writer import ProducerIdentity
+
+    opts, path = sink_state_file(tmp_path, name, b'{"producer_id": 5}')
+    os.truncate(path, 256 << 20)
+    with pytest.raises(KafkaLogError, match=f"{path}, position {STATE_FILE_MAX_BYTES[name]}"):
+        if name == "producer.json":
+            load_producer(opts)
+        else:
+            SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1))
+    assert path.stat().st_size == 256 << 20
+
+
+def test_a_state_file_in_a_store_is_read_to_its_bound_only(tmp_path):
+    """The sink's state in a store (here pyarrow's local file system behind a URI): an object
+    longer than its bound is refused naming it and the position, one byte past it read."""
+    from kafka_log_sink.staging_store import StagingStore
+
+    store = StagingStore(f"file://{tmp_path}/stage", {})
+    path = store.path("state", "txn.json")
+    store.write(path, b"x" * 10)
+    assert store.read(path, 10) == b"x" * 10 and store.read(path) == b"x" * 10
+    with pytest.raises(KafkaLogError, match=f"longer than 9 bytes, .*{path} in .*, position 9"):
+        store.read(path, 9)
+    assert store.read(store.path("state", "none.json"), 9) is None
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_sink_state_file_that_is_no_regular_file_is_refused_promptly(tmp_path, kind):
+    """A FIFO at ``txn.json`` was opened by ``read_bytes`` and blocked the commit forever;
+    a directory gave ``IsADirectoryError``. Both are refused naming the path."""
+    from kafka_log_sink.commit import SinkCoordinator
+    from kafka_log_sink.writer import ProducerIdentity
+    from storage_core.errors import UnsafeFileError
+
+    opts, path = sink_state_file(tmp_path, "txn.json", b"")
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    raised: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1))
+        except BaseException as e:          # noqa: BLE001 - checked by the test thread
+            raised.append(e)
+
+    thread = threading.Thread(target=commit, daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))      # ends the blocked read
+        pytest.fail("the commit blocked on a FIFO at txn.json")
+    assert raised and isinstance(raised[0], UnsafeFileError), raised
+    assert f"{path} is a {'FIFO' if kind == 'fifo' else 'directory'}, not a regular file" in str(raised[0])

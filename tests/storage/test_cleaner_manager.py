@@ -366,6 +366,37 @@ def test_alter_checkpoint_dir(opened, log_dir, log_dir2, time) -> None:
     assert TP not in manager.all_cleaner_checkpoints()
 
 
+def test_unreadable_checkpoint_stops_cleaning_its_dir_alone(opened, log_dir, log_dir2, time, caplog) -> None:
+    """[LogCleanerManager.allCleanerCheckpoints] A ``cleaner-offset-checkpoint`` Kafka cannot
+    read is logged ("Failed to access checkpoint file ...") and, as its read takes the log dir
+    offline, no partition of that dir is cleaned; the other dir's are. Cleaning the dir's
+    partitions from their start instead would recopy each whole log every round, since the
+    progress could never be written. Once the file is readable (here: removed), cleaning
+    resumes and records its progress."""
+    config = LogConfig(segment_bytes=2048, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+    broken = make_log(opened, log_dir, ("broken", 0), config, time)
+    healthy = make_log(opened, log_dir2, ("healthy", 0), config, time)
+    for log in (broken, healthy):
+        write_dups(log, 10, 5, time)
+    checkpoint = log_dir / CLEANER_OFFSET_CHECKPOINT
+    checkpoint.write_text("0\n1\nbroken 0 5\nbroken 0 6\n")
+    before = [(s.base_offset, s.size) for s in broken.segments]
+    cleaner = LogCleaner(cleaner_config(), [log_dir, log_dir2],
+                         {TopicPartition("broken", 0): broken, TopicPartition("healthy", 0): healthy}, clock=time)
+    with caplog.at_level("ERROR", logger="storage_core.cleaner.cleaner_manager"):
+        for _ in range(3):
+            cleaner.clean_once(time())
+    assert [(s.base_offset, s.size) for s in broken.segments] == before, "the dir's log was cleaned"
+    assert read_checkpoints(log_dir2)[TopicPartition("healthy", 0)] == healthy.active_segment.base_offset
+    assert checkpoint.read_text() == "0\n1\nbroken 0 5\nbroken 0 6\n"      # left for the operator
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors and all(f"Failed to access checkpoint file {CLEANER_OFFSET_CHECKPOINT} in dir {log_dir.resolve()}"
+                          in m and "Expected 1 entries" in m for m in errors), errors
+    checkpoint.unlink()
+    cleaner.clean_once(time())
+    assert read_checkpoints(log_dir)[TopicPartition("broken", 0)] == broken.active_segment.base_offset
+
+
 # ------------------------------------------------------------------------------ state machine
 
 def test_concurrent_log_cleanup_and_log_truncation(opened, log_dir, log_dir2, time) -> None:

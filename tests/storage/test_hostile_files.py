@@ -232,6 +232,28 @@ def test_fifo_named_like_a_segment_is_refused_not_opened(tmp_path):
         assert "Traceback" not in err, err
 
 
+def test_files_not_named_by_an_offset_are_no_segments(tmp_path):
+    """``str.isdigit`` takes "²" (which ``int`` then refuses: a bare ValueError out of every
+    open) and "٤" (which ``int`` reads as 4: a segment at offset 44 whose file does not exist);
+    a writable open also parsed any ``*.log``/``*.index``/``*.cleaned``/``*.swap`` name
+    ("notes.log": ValueError). Only 20 ASCII digits name a segment, as for a read-only open;
+    other files are left alone."""
+    d = tmp_path / "t-0"
+    with Log.open(d) as log:
+        log.append(pa.table({"value": [b"x"] * 3}))
+    strangers = [d / "0000000000000000000\u00b2.log", d / ("000000000000000000" + "\u0664" * 2 + ".log"),
+                 d / "notes.log", d / "notes.index", d / "notes.cleaned", d / "notes.swap"]
+    for p in strangers:
+        p.write_bytes(b"not a segment")
+    with Log.open(d, read_only=True) as log:
+        assert log.log_end_offset == 3 and [s.base_offset for s in log.segments] == [0]
+    with Log.open(d) as log:
+        assert log.log_end_offset == 3 and [s.base_offset for s in log.segments] == [0]
+    assert sorted(p.name for p in d.glob("*.log")) == sorted(["00000000000000000000.log"]
+                                                             + [p.name for p in strangers if p.suffix == ".log"])
+    assert all(p.read_bytes() == b"not a segment" for p in strangers)
+
+
 def test_verify_reports_fifos_and_directories_named_like_kafka_files(tmp_path):
     root = tmp_path / "data"
     d = root / "t-0"

@@ -151,6 +151,33 @@ def test_special_and_foreign_directories(tmp_path: Path, clock: Clock, caplog) -
     assert cp == {TopicPartition("t", 0): 3, TopicPartition("t", 1): 2}   # future logs too, as Kafka
 
 
+def test_kafkas_own_directories_are_left_alone_and_odd_names_ignored(tmp_path: Path, clock: Clock,
+                                                                      caplog) -> None:
+    """As ``LogManager.loadLogs`` lists a log dir: KRaft's ``__cluster_metadata-0`` is not loaded
+    (so no retention of kafkalog's deletes its segments) and the tiered-storage index cache is
+    not a partition, both without a warning; names ``LocalLog.parseTopicPartitionName`` refuses
+    (a partition beyond a Java int, digits that are not ASCII) are ignored with one."""
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        log.append(records(3))
+    with Log.open(tmp_path / "__cluster_metadata-0", clock=clock) as log:
+        segments(log, 3, ts=NOW - 30 * 86_400_000)          # older than any retention.ms below
+    (tmp_path / "remote-log-index-cache").mkdir()
+    odd = ["t-2147483648", "t-\u0664", "t-\u00b2", "t-1 ", "-1"]
+    for name in odd:
+        (tmp_path / name).mkdir()
+    caplog.set_level(logging.WARNING, "storage_core.server")
+    with open_mgr(tmp_path, clock, default_config=LogConfig(retention_ms=1000, file_delete_delay_ms=0)) as mgr:
+        assert set(mgr.logs) == {TopicPartition("t", 0)} and not mgr.load_errors
+        mgr.cleanup_logs(NOW + 86_400_000)
+        mgr.delete_expired_files(NOW + 2 * 86_400_000)
+    warned = [r.getMessage() for r in caplog.records]
+    assert not [w for w in warned if "__cluster_metadata" in w or "remote-log-index-cache" in w], warned
+    for name in odd:
+        assert any(str(tmp_path / name) in w and "not a topic-partition" in w for w in warned), (name, warned)
+    with Log.open(tmp_path / "__cluster_metadata-0", read_only=True) as log:
+        assert len(log.segments) == 3 and log.log_start_offset == 0
+
+
 def test_duplicate_partition_dir_is_refused_by_name(tmp_path: Path, clock: Clock) -> None:
     """A partition in two data dirs (LogManager.loadLog: "Duplicate log directories"): the second
     is not loaded and is reported, the first stays."""
