@@ -37,6 +37,7 @@ class KafkaLogBatchReader(DataSourceReader):
         by pushed filters after the offset options were checked against all of them."""
         res = Resolver(self.opts, self.tier)
         dirs = res.partitions()
+        res.check_topics(dirs)
         # the timestamps the limits and a pushed filter look up, answered at the one open of
         # each partition that its offsets need anyway
         infos = res.info(dirs, res.timestamps_asked((self.opts.starting, self.opts.ending), dirs,

@@ -185,6 +185,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         very same range instead of a newer "latest"."""
         if self._initial is None:       # Spark calls it more than once: resolve once
             dirs, infos = self._partitions_now()
+            Resolver(self.opts, self.tier).check_topics(dirs)
             limit = self.opts.starting
             if isinstance(limit, Latest):
                 resolved = {tp: LATEST for tp in dirs}
@@ -296,12 +297,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      latest: Mapping[TopicPartition, int]) -> bool:
         """``KafkaMicroBatchStream.delayBatch``: skip this trigger while fewer than
         ``minOffsetsPerTrigger`` offsets are new and ``maxTriggerDelay`` has not passed since
-        the last batch that ran (the first batch always runs)."""
+        the last batch that ran. Before the first batch that time is counted from 1970 (Spark's
+        ``lastTriggerMillis`` starts at 0): the first trigger runs whatever its size, unless the
+        delay is longer than that (``maxTriggerDelay=1000000000000d``, ``Long.MAX_VALUE`` ms)."""
         now = self._now()
-        if self._last_batch_ms is None:
-            self._last_batch_ms = now
-            return False
-        if now - self._last_batch_ms >= self.opts.max_trigger_delay_ms:
+        last = 0 if self._last_batch_ms is None else self._last_batch_ms
+        if now - last >= self.opts.max_trigger_delay_ms:
             return False
         min_offsets = self.opts.min_offsets_per_trigger
         return min_offsets is not None and offsets_behind(frm, latest) < min_offsets

@@ -5,17 +5,22 @@ and the streaming readers alike."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from storage_core.errors import InvalidConfigError
+from storage_core.log import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
+                              LATEST_TIMESTAMP, MAX_TIMESTAMP)
 
 from . import catalog
 from .offsets import EARLIEST, LATEST, OffsetRange, TopicPartition, split_ranges
-from .options import (ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
-                      SourceOptions)
+from .options import (Assign, ByGlobalTimestamp, ByOffsets, ByTimestamps, Earliest, Latest, OffsetLimit,
+                      SourceOptions, Subscribe)
 from .reader import KafkaLogInputPartition
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .remote_tier import RemoteTier
@@ -46,6 +51,35 @@ class Resolver:
             return self.tier.assigned(self.opts.strategy)
         return catalog.assigned(self.opts.strategy, self.opts.path)
 
+    def check_topics(self, found: Mapping[TopicPartition, Path]) -> None:
+        """Where a query begins (a batch's planning, a new stream's initial offsets; ``found``: the
+        partitions assigned, as ``partitions`` lists them): every topic
+        ``subscribe`` or ``assign`` names must exist, whatever failOnDataLoss says. Spark's
+        ``ConsumerStrategy.retrieveAllPartitions`` asks ``Admin.describeTopics`` for them, which
+        fails for an unknown topic (``UnknownTopicOrPartitionException``), batch and stream
+        alike. A listed partition of an existing topic that does not exist is skipped
+        (``AssignStrategy`` keeps the partitions that exist), and a pattern may match nothing."""
+        strategy = self.opts.strategy
+        if not isinstance(strategy, (Assign, Subscribe)):
+            return
+        if self.tier is not None and self.tier.remote_only:
+            present, where = self.tier.topics(), f"the store {self.tier.name}"
+        else:
+            present, where = {t for t, _ in catalog.partition_dirs(self.opts.path)}, str(self.opts.path)
+        named = strategy.topics if isinstance(strategy, Subscribe) else [t for t, _ in strategy.partitions]
+        missing = sorted(set(named) - present)
+        option = "subscribe" if isinstance(strategy, Subscribe) else "assign"
+        if missing:
+            raise InvalidConfigError(
+                f"Option '{option}' names topic(s) that do not exist in {where}: {', '.join(missing)} "
+                f"(Spark's Kafka source fails too, whatever failOnDataLoss says: "
+                f"UnknownTopicOrPartitionException)")
+        if isinstance(strategy, Assign):
+            skipped = sorted(tp for tp in set(strategy.partitions) if tp not in found)
+            if skipped:
+                logger.info("Option 'assign': partitions %s do not exist in %s and are not read (Spark's "
+                            "AssignStrategy skips them likewise)", tp_set(skipped), where)
+
     def info(self, dirs: dict[TopicPartition, Path],
              timestamps: Mapping[TopicPartition, Iterable[int]] | None = None
              ) -> dict[TopicPartition, catalog.PartitionInfo]:
@@ -61,8 +95,9 @@ class Resolver:
     @staticmethod
     def timestamps_asked(limits: Iterable[OffsetLimit], dirs: Iterable[TopicPartition],
                          also: int | None = None) -> dict[TopicPartition, set[int]]:
-        """The timestamps ``limits`` (and ``also``, for every partition) will look up in each
-        partition of ``dirs``, for ``info`` to answer at its open."""
+        """The timestamps ``limits`` (and ``also``, for every partition) will look up in the
+        local log of each partition of ``dirs``, for ``info`` to answer at its open (of the
+        special timestamps only -3, the one a log's segments answer; see ``special_offset``)."""
         asked: dict[TopicPartition, set[int]] = {tp: set() if also is None else {also} for tp in dirs}
         for limit in limits:
             if isinstance(limit, ByGlobalTimestamp):
@@ -72,7 +107,8 @@ class Resolver:
                 for tp, ts in limit.timestamps.items():
                     if tp in asked:
                         asked[tp].add(ts)
-        return {tp: wanted for tp, wanted in asked.items() if wanted}
+        return {tp: lookups for tp, wanted in asked.items()
+                if (lookups := {ts for ts in wanted if ts >= 0 or ts == MAX_TIMESTAMP})}
 
     def with_tier(self, infos: dict[TopicPartition, catalog.PartitionInfo]
                   ) -> dict[TopicPartition, catalog.PartitionInfo]:
@@ -84,11 +120,45 @@ class Resolver:
 
     def offset_for_timestamp(self, tp: TopicPartition, path: Path, info: catalog.PartitionInfo,
                              timestamp: int) -> int | None:
-        """``offsetsForTimes`` over both tiers: the remote segments below the local tier first."""
+        """``offsetsForTimes`` over both tiers: the remote segments below the local tier first.
+        A negative timestamp is one of ListOffsets' special ones (``special_offset``)."""
+        if timestamp < 0:
+            return self.special_offset(tp, path, info, timestamp)
         if self.tier is not None and info.tiered_below is not None:
             found = self.tier.offset_for_timestamp(tp, timestamp, info.tiered_below)
             if found is not None or self.tier.remote_only:
                 return found
+        if timestamp in info.timestamp_offsets:
+            return info.timestamp_offsets[timestamp]
+        return catalog.offset_for_timestamp(path, timestamp)
+
+    def special_offset(self, tp: TopicPartition, path: Path, info: catalog.PartitionInfo,
+                       timestamp: int) -> int | None:
+        """What a broker answers ListOffsets for a special timestamp, which is what Spark's
+        ``OffsetSpec.forTimestamp`` sends for a negative one (``UnifiedLog.fetchOffsetByTimestamp``,
+        ``Partition.fetchOffsetForTimestamp``): -1 the last fetchable offset (the end, or the last
+        stable offset under read_committed), -2 the log start offset (over both tiers), -4 the
+        local log start offset (the log start without a remote tier), -5 the highest offset in
+        remote storage (None, no match, without one: Kafka's offset -1), -3 the offset of the
+        record with the largest timestamp in the local log's segments (a remote-only topic's:
+        its remote segments'); None for an empty log. Options refuse any other negative value."""
+        if timestamp == LATEST_TIMESTAMP:
+            return info.latest
+        if timestamp == EARLIEST_TIMESTAMP:
+            return info.earliest
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return info.earliest if info.tiered_below is None else info.tiered_below
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            if self.tier is None:
+                return None
+            return max((md.end_offset for md in self.tier.segments(tp)), default=None)
+        if timestamp != MAX_TIMESTAMP:
+            raise InvalidConfigError(f"Invalid timestamp {timestamp} for {tp[0]}-{tp[1]}: not one of "
+                                     f"ListOffsets' special timestamps -1 to -5")
+        if self.tier is not None and self.tier.remote_only:
+            segments = self.tier.segments(tp)
+            top = max((md.max_timestamp_ms for md in segments), default=-1)
+            return None if top < 0 else self.tier.offset_for_timestamp(tp, top, info.latest)
         if timestamp in info.timestamp_offsets:
             return info.timestamp_offsets[timestamp]
         return catalog.offset_for_timestamp(path, timestamp)
@@ -135,10 +205,15 @@ class Resolver:
             stamps = {tp: limit.timestamp for tp in dirs}
         out = {}
         for tp in dirs:
-            found = self.offset_for_timestamp(tp, dirs[tp], infos[tp], stamps[tp])
+            ts = stamps[tp]
+            found = self.offset_for_timestamp(tp, dirs[tp], infos[tp], ts)
+            if found is not None and found >= infos[tp].latest and \
+                    ts not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                # a lookup that lands at or past the last fetchable offset (read_committed: the
+                # last stable offset) answers no offset (ReplicaManager.fetchOffset), as a miss
+                found = None
             if found is not None:
-                # a timestamp found past the last stable offset is not visible yet
-                out[tp] = min(found, infos[tp].latest)
+                out[tp] = found
             elif not starting or self.opts.starting_by_timestamp_strategy == "latest":
                 out[tp] = infos[tp].latest
             else:

@@ -15,7 +15,9 @@ from typing import Iterable, Mapping, Union
 from urllib.parse import urlsplit
 
 from storage_core.checkpoint import INT64_RANGE, java_int
+from storage_core.common import LONG_MAX, LONG_MIN
 from storage_core.errors import InvalidConfigError
+from storage_core.log import LATEST_TIERED_TIMESTAMP
 from storage_core.remote import open_store, store_configs
 
 from .offsets import (EARLIEST, LATEST, SpecificOffsets, TopicPartition, parse_partition_offsets,
@@ -163,7 +165,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             if key.lower() in opts:
                 warnings.append(f"{key} option ignored in batch queries")
     starting = _limit(opts, "starting", default=Latest() if streaming else Earliest())
-    ending = _limit(opts, "ending", default=Latest())
+    # a stream never reads endingTimestamp (Spark's validateStreamOptions refuses only
+    # endingOffsets and endingOffsetsByTimestamp, and its stream takes no ending limit)
+    ending = Latest() if streaming else _limit(opts, "ending", default=Latest())
     if not streaming:
         _check_batch_limits(starting, ending)
     by_ts = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
@@ -311,10 +315,17 @@ def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimi
         value = _parse_long(ts)
         if value is None:
             raise InvalidConfigError(f"Expected a single long value, got {ts}")
+        if value < LATEST_TIERED_TIMESTAMP:
+            raise InvalidConfigError(_bad_timestamp(f"{which}Timestamp", value, ts.strip()))
         return ByGlobalTimestamp(value)
     by_ts = opts.get(f"{which}offsetsbytimestamp")
     if by_ts is not None:
-        return ByTimestamps(parse_partition_timestamps(by_ts))
+        stamps = parse_partition_timestamps(by_ts)
+        below = sorted((tp, t) for tp, t in stamps.items() if t < LATEST_TIERED_TIMESTAMP)
+        if below:
+            (t, p), value = below[0]
+            raise InvalidConfigError(_bad_timestamp(f"{which}OffsetsByTimestamp", value, by_ts, f"{t}-{p}"))
+        return ByTimestamps(stamps)
     raw = opts.get(f"{which}offsets")
     if raw is None:
         return default
@@ -335,6 +346,19 @@ def _limit(opts: dict[str, str], which: str, default: OffsetLimit) -> OffsetLimi
             f"Invalid value for option '{which}Offsets': offset {off} for {t}-{p} is neither -2 "
             f"(earliest), -1 (latest) nor an offset (0 or more), got {raw}")
     return ByOffsets(offsets)
+
+
+def _bad_timestamp(option: str, value: int, raw: str, tp: str | None = None) -> str:
+    """A timestamp below -5. Spark hands every timestamp to ``OffsetSpec.forTimestamp`` and the
+    broker takes the negative ones as ListOffsets' special timestamps, -1 to -5; for any other
+    it answers UNSUPPORTED_VERSION (``ReplicaManager.isListOffsetsTimestampUnsupported``, Kafka
+    3.9+; -6 needs ListOffsets v11, which the kafka-clients Spark ships do not send), so Spark's
+    query fails with ``UnsupportedVersionException``."""
+    where = f" for {tp}" if tp is not None else ""
+    return (f"Invalid value for option '{option}': timestamp {value}{where} is neither a time "
+            f"(epoch ms, 0 or more) nor one of Kafka's special timestamps -1 (latest), -2 (earliest), "
+            f"-3 (the record with the largest timestamp), -4 (earliest local), -5 (latest tiered); "
+            f"a broker refuses it (UNSUPPORTED_VERSION), got {raw}")
 
 
 def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
@@ -426,16 +450,34 @@ def _positive(opts: dict[str, str], name: str) -> int | None:
     return value
 
 
-_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
-               "d": 86_400_000}
+# JavaUtils.timeSuffixes, each in microseconds
+_TIME_UNITS_US = {"us": 1, "ms": 1000, "s": 10**6, "m": 60 * 10**6, "min": 60 * 10**6,
+                  "h": 3600 * 10**6, "d": 86_400 * 10**6}
+_TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
+_TIME_HELP = ("Time must be specified as seconds (s), milliseconds (ms), microseconds (us), minutes "
+              "(m or min), hour (h), or day (d). E.g. 50s, 100ms, or 250us.")
 
 
 def _time_ms(raw: str | None, name: str) -> int:
-    """Spark's ``Utils.timeStringAsMs``: ``15m``, ``30s``, ``100ms``; a bare number is ms."""
+    """Spark's ``Utils.timeStringAsMs`` (``JavaUtils.timeStringAs``): ``15m``, ``30s``,
+    ``100ms``, ``250us``; a bare number is ms; lower-cased and trimmed, no space before the
+    unit, no fraction. The number must be a long (``Long.parseLong``), and the conversion
+    saturates as ``TimeUnit.convert`` does (``1000000000000d`` is ``Long.MAX_VALUE`` ms;
+    ``us`` truncates toward zero). Anything else fails naming the option, with Spark's words."""
     if raw is None:
         return DEFAULT_MAX_TRIGGER_DELAY_MS
-    m = re.fullmatch(r"\s*(-?\d+)\s*([a-z]*)\s*", raw.lower())
-    if not m or m.group(2) not in ("", *_TIME_UNITS):
-        raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a time "
-                                 f"such as 15m, 30s or 500ms")
-    return int(int(m.group(1)) * _TIME_UNITS.get(m.group(2) or "ms", 1))
+    text = raw.lower().strip()
+    m = _TIME_STRING.fullmatch(text)
+    if not m:
+        detail = f"Failed to parse time string: {raw}"
+    else:
+        number, suffix = _parse_long(m.group(1)), m.group(2)
+        if number is None:
+            detail = f'For input string: "{m.group(1)}"'
+        elif suffix is not None and suffix not in _TIME_UNITS_US:
+            detail = f'Invalid suffix: "{suffix}"'
+        else:
+            us = number * _TIME_UNITS_US[suffix or "ms"]
+            ms = abs(us) // 1000 * (1 if us >= 0 else -1)        # truncated toward zero ...
+            return max(LONG_MIN, min(LONG_MAX, ms))              # ... and saturated
+    raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': {_TIME_HELP} {detail}")

@@ -132,6 +132,10 @@ class RemoteTier:
             picked[tp] = Path(f"{self.name}/{partition_dir_name(tip)}")
         return dict(sorted(picked.items()))
 
+    def topics(self) -> set[str]:
+        """The topics of which the store holds a partition."""
+        return {tip.topic for tip in self.metadata.partitions()}
+
     def tip(self, tp: TopicPartition, topic_id: str | None) -> TopicIdPartition | None:
         if topic_id is not None:
             tip = TopicIdPartition(topic_id_from_str(topic_id), StorageTopicPartition(tp[0], tp[1]))

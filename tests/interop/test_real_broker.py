@@ -22,6 +22,7 @@ DumpLogSegments as the judges.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -810,3 +811,53 @@ def test_a_real_broker_serves_what_kafkalogs_cleaner_and_retention_left(broker, 
                 "Found invalid messages", "Corruption", "CorruptRecordException", "truncat"))), line
     assert list_offsets(broker, "kl_cleaned", 1) == ({0: start}, {0: end})
     assert consume(broker, "kl_cleaned", 1, "read_uncommitted") == mgr_seen
+
+
+def test_option_edge_cases_as_sparks_kafka_source_meets_them(broker, local_broker, spark):
+    """Spark's own Kafka source (its admin-based offset reader, through the broker) and
+    ``format("kafkalog")`` (the broker's live log dir) on the same options: special timestamps
+    -1..-5 give the same rows or the same "No offset matched", a timestamp below -5 fails both
+    (Spark: UnsupportedVersionException from the broker; kafkalog: naming the option), a missing
+    assigned partition is skipped by both, a missing subscribed topic fails both."""
+    if not spark.conf.get("spark.jars", ""):
+        pytest.skip("the shared SparkSession has no spark.jars: Spark's Kafka connector was not resolved")
+    topic = "edges"
+    create_topic(broker, topic, 2)
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    for part in (0, 1):
+        for i, dt in enumerate((0, 50, 20, 30, 40)):           # the largest timestamp at offset 1
+            p.send(topic, value=f"{part}-{i}".encode(), partition=part, timestamp_ms=BASE_TS + dt)
+    p.flush()
+    p.close()
+
+    def both(options: dict) -> tuple[object, object]:
+        out = []
+        for fmt, where in (("kafka", {"kafka.bootstrap.servers": broker.bootstrap}),
+                           ("kafkalog", {"path": str(broker.log_dir)})):
+            r = spark.read.format(fmt)
+            for k, v in {**where, **options}.items():
+                r = r.option(k, v)
+            try:
+                out.append(sorted((x.partition, x.offset) for x in r.load().select("partition", "offset").collect()))
+            except Exception as e:                  # noqa: BLE001 - compared below
+                out.append(f"error: {e}")
+        return out[0], out[1]
+
+    sub = {"subscribe": topic}
+    for options in ({"startingOffsetsByTimestamp": f'{{"{topic}":{{"0":-3,"1":-2}}}}',
+                     "endingOffsetsByTimestamp": f'{{"{topic}":{{"0":-1,"1":-3}}}}'},
+                    {"startingTimestamp": "-4", "endingTimestamp": "-5"},
+                    {"startingTimestamp": "-5", "startingOffsetsByTimestampStrategy": "latest"},
+                    {"startingTimestamp": "-1"}):
+        theirs, ours = both({**sub, **options})
+        assert theirs == ours and not isinstance(theirs, str), (options, theirs, ours)
+    theirs, ours = both({**sub, "startingTimestamp": "-5"})     # Spark names the partition its map gives first
+    expected = rf"No offset matched from request of topic-partition {topic}-[01] and timestamp -5\."
+    assert re.search(expected, theirs) and re.search(expected, ours), (theirs, ours)
+    theirs, ours = both({**sub, "startingTimestamp": "-7"})
+    assert "UnsupportedVersionException" in theirs and "option 'startingTimestamp'" in ours
+    theirs, ours = both({"assign": f'{{"{topic}":[1,5]}}'})
+    assert theirs == ours == [(1, o) for o in range(5)]
+    theirs, ours = both({"subscribe": f"{topic},nosuch", "failOnDataLoss": "false"})
+    assert "UnknownTopicOrPartitionException" in theirs and "do not exist" in ours and "nosuch" in ours

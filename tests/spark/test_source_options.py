@@ -29,6 +29,7 @@ matched as case-insensitive substrings, as Spark's suites do.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -42,7 +43,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 from kafka_log_source import KafkaLogDataSource
 from storage_core.config import LogConfig
-from storage_core.errors import InvalidConfigError
+from storage_core.errors import InvalidConfigError, KafkaLogError
+from storage_core.format.record_batch import RecordInput, build_batch
 from storage_core.log import Log
 
 LONG_MAX = str(2 ** 63 - 1)
@@ -176,6 +178,13 @@ def stream_runs(spark, root, tmp_path_factory) -> dict[str, tuple[str, object]]:
         "accepted": ({"path": p, "subscribe": "t", "startingOffsets": "earliest",
                       "endingTimestamp": "0", "minOffsetsPerTrigger": LONG_MAX,
                       "maxOffsetsPerTrigger": LONG_MAX, "maxTriggerDelay": "1111"}, None),
+        # -3: t-0's record with the largest timestamp (its last), -1: t-1's end; endingTimestamp
+        # is never read by a stream, not even a value a batch refuses
+        "special_timestamps": ({"path": p, "subscribe": "t", "endingTimestamp": "-7",
+                                "startingOffsetsByTimestamp": '{"t":{"0":-3,"1":-1}}'}, None),
+        "missing_topic": ({"path": p, "subscribe": "t,nosuch", "failOnDataLoss": "false"}, None),
+        "delay_beyond_a_long": ({"path": p, "subscribe": "t", "minOffsetsPerTrigger": "1",
+                                 "maxTriggerDelay": "9223372036854775808ms"}, None),
     }
     results: dict[str, tuple[str, object]] = {}
     for name, (options, schema) in cases.items():
@@ -213,6 +222,16 @@ def source_error(options: dict, *, streaming: bool) -> str:
     with pytest.raises(InvalidConfigError) as e:
         schema = source.schema()
         source.streamReader(schema) if streaming else source.reader(schema)
+    return str(e.value)
+
+
+def planning_error(options: dict) -> str:
+    """The message of the error a batch read with ``options`` raises when planned (what Spark
+    runs at its first action), taken on the source as Spark's Python worker builds it."""
+    source = make_source(options)
+    reader = source.reader(source.schema())
+    with pytest.raises(KafkaLogError) as e:
+        reader.partitions()
     return str(e.value)
 
 
@@ -462,7 +481,11 @@ def test_max_trigger_delay_values(root):
     case-insensitive"; code]: maxTriggerDelay takes time strings with units ("5s", "15m"), a bare
     number is milliseconds ("1111"), default 15m. Checked on the source's stream reader built
     from options as Spark hands them over (a CaseInsensitiveDict), since a trigger delay is only
-    visible through timing."""
+    visible through timing.
+    [code: JavaUtils.timeStringAs, what Spark 4.2's Kafka source did in a query]: the number is
+    a long and the conversion saturates (TimeUnit.convert): "1000000000000d" and "9223372036854775807ms"
+    are Long.MAX_VALUE ms, "-1000000000000d" Long.MIN_VALUE; negatives are taken (no delay);
+    "us" truncates toward zero; case and surrounding blanks do not matter."""
     def delay(value: str | None) -> int:
         options = {"path": str(root), "subscribe": "t"}
         if value is not None:
@@ -472,6 +495,36 @@ def test_max_trigger_delay_values(root):
 
     assert [delay(v) for v in (None, "5s", "15m", "1111", "100ms")] == [
         15 * 60_000, 5_000, 15 * 60_000, 1111, 100]
+    assert [delay(v) for v in ("1000000000000d", "9223372036854775807ms", "106751991167d",
+                               "106751991168d", "-1000000000000d", "-5s", "500us", "-1500us",
+                               " 15M ")] == [
+        2**63 - 1, 2**63 - 1, 106751991167 * 86_400_000, 2**63 - 1, -2**63, -5000, 0, -1, 900_000]
+
+
+@pytest.mark.parametrize("value, detail", [
+    ("9223372036854775808ms", 'For input string: "9223372036854775808"'),
+    ("99999999999999999999999d", 'For input string: "99999999999999999999999"'),
+    ("5 s", "Failed to parse time string: 5 s"),
+    ("1.5s", "Failed to parse time string: 1.5s"),
+    ("", "Failed to parse time string: "),
+    ("5sec", 'Invalid suffix: "sec"'),
+])
+def test_max_trigger_delay_refused_as_spark_refuses_it(root, value, detail):
+    """[code: JavaUtils.timeStringAs; Spark 4.2's Kafka source failed each of these queries with
+    "Time must be specified as seconds (s), ..."]: a number beyond a long, a space before the
+    unit, a fraction, nothing, or an unknown unit fail naming the option (Python's int took
+    2**63 and more, which no Spark delay can be). Through Spark: stream_runs' case below."""
+    assert_mentions(source_error({"path": str(root), "subscribe": "t", "maxTriggerDelay": value},
+                                 streaming=True),
+                    f"Invalid value {value!r} for option 'maxTriggerDelay'",
+                    "Time must be specified as seconds (s)", detail)
+
+
+def test_max_trigger_delay_beyond_a_long_fails_the_query(stream_runs):
+    """The same refusal as a streaming query meets it: the query fails to start, naming the
+    option and the number Long.parseLong refused."""
+    assert_mentions(stream_error(stream_runs, "delay_beyond_a_long"),
+                    "option 'maxTriggerDelay'", 'For input string: "9223372036854775808"')
 
 
 def test_starting_offsets_by_timestamp_strategy(spark, root):
@@ -537,6 +590,148 @@ def test_offsets_below_earliest_are_refused(root):
     assert_mentions(text, "option 'endingOffsets'", "offset -7 for t-0")
     source = make_source({**base, "startingOffsets": '{"t":{"0":-2}}', "endingOffsets": '{"t":{"0":-1}}'})
     assert source.reader(source.schema()).partitions()
+
+
+# ============================================================ §1 special (negative) timestamps
+
+def special_root(tmp_path: Path) -> Path:
+    """m-0, m-1, m-2: four records each at CreateTime 10, 50, 20, 30 (the largest at offset 1)."""
+    for p in range(3):
+        write(tmp_path, "m", p, vals("m", p, range(4)), timestamps=[10, 50, 20, 30])
+    return tmp_path
+
+
+def test_special_timestamps_in_a_batch(spark, tmp_path):
+    """[chain: KafkaOffsetReaderAdmin.fetchSpecificTimestampBasedOffsets -> OffsetSpec.forTimestamp
+    -> ListOffsets -> UnifiedLog.fetchOffsetByTimestamp; what Spark 4.2's Kafka source read from
+    a Kafka 4.4 broker]: a negative timestamp is a ListOffsets special one, per partition or
+    global: -1 the end, -2 and -4 (no remote tier) the log start, -3 the record with the largest
+    timestamp (a start there includes it, an end there stops before it); -5 (the highest offset
+    in remote storage) finds nothing without a tier: a start fails with "No offset matched" as
+    any unmatched start does (or, with strategy latest, starts at the end), an end is latest."""
+    p = str(special_root(tmp_path))
+    base = {"path": p, "subscribe": "m"}
+    df = batch_reader(spark, {**base, "startingOffsetsByTimestamp": '{"m":{"0":-3,"1":-2,"2":-4}}',
+                              "endingOffsetsByTimestamp": '{"m":{"0":-1,"1":-3,"2":-1}}'}).load()
+    assert rows(df) == expected("m", 0, [1, 2, 3]) + expected("m", 1, [0]) + expected("m", 2, range(4))
+    assert_mentions(batch_error(spark, {**base, "startingTimestamp": "-5"}),
+                    "No offset matched from request of topic-partition m-0 and timestamp -5")
+
+    def planned(options: dict) -> list[tuple[str, int, int, int]]:
+        source = make_source({**base, **options})
+        return sorted((r.topic, r.partition, r.start, r.end) for r in source.reader(source.schema()).plan())
+
+    everything = [("m", q, 0, 4) for q in range(3)]
+    assert planned({"startingTimestamp": "-2", "endingTimestamp": "-1"}) == everything
+    assert planned({"startingTimestamp": "-4", "endingTimestamp": "-5"}) == everything
+    assert planned({"startingTimestamp": "-1", "endingTimestamp": "-1"}) == [("m", q, 4, 4) for q in range(3)]
+    assert planned({"startingTimestamp": "-5", "startingOffsetsByTimestampStrategy": "latest"}) == \
+        [("m", q, 4, -1) for q in range(3)]
+    assert planned({"startingTimestamp": "-3", "endingTimestamp": "-3"}) == [("m", q, 1, 1) for q in range(3)]
+
+
+def test_special_timestamps_start_a_stream(stream_runs):
+    """The same values start a stream (its initial offsets): t-0 (CreateTime 1000..1004) from
+    -3, its last record; t-1 from -1, its end, so nothing of it. endingTimestamp -7, which a
+    batch refuses, is not read by a stream at all (validateStreamOptions)."""
+    assert stream_runs["special_timestamps"] == ("rows", expected("t", 0, [4]))
+
+
+@pytest.mark.parametrize("key, value, where", [
+    ("startingTimestamp", "-6", ""), ("endingTimestamp", "-7", ""),
+    ("startingTimestamp", " -9223372036854775808 ", ""),
+    ("startingOffsetsByTimestamp", '{"t":{"0":1000,"1":-100}}', " for t-1"),
+    ("endingOffsetsByTimestamp", '{"t":{"0":-8,"1":-1}}', " for t-0"),
+])
+def test_timestamps_below_minus_five_are_refused(spark, root, key, value, where):
+    """[KafkaApis/ReplicaManager.isListOffsetsTimestampUnsupported, Kafka 3.9+; Spark 4.2's
+    Kafka source failed each such query with UnsupportedVersionException "The version of API is
+    not supported."]: a broker answers UNSUPPORTED_VERSION for a negative timestamp that is not
+    -1..-5 (-6 needs ListOffsets v11, newer than the kafka-clients Spark ships), whatever
+    startingOffsetsByTimestampStrategy says. Refused at load naming the option, the value and
+    the partition; through Spark once, the variants on the source as Spark's worker builds it
+    (the engine used to fail on them without naming the option)."""
+    options = {"path": str(root), "subscribe": "t", key: value,
+               "startingOffsetsByTimestampStrategy": "latest"}
+    streaming = key.startswith("starting") and "-6" in value
+    message = (batch_error(spark, options) if key == "endingTimestamp"
+               else source_error(options, streaming=streaming))
+    number = value.strip() if "{" not in value else ("-100" if "-100" in value else "-8")
+    assert_mentions(message, f"Invalid value for option '{key}'", f"timestamp {number}{where} is neither",
+                    "-1 (latest), -2 (earliest), -3", "-5 (latest tiered)")
+
+
+def test_read_committed_lookup_past_the_last_stable_offset_is_no_match(tmp_path):
+    """[ReplicaManager.fetchOffset]: under read_committed a timestamp lookup (or -3) that lands
+    at or past the last stable offset answers no offset: a start fails with "No offset
+    matched" (strategy error) or starts at the last stable offset (latest); -1 is the last
+    stable offset itself."""
+    with Log.open(tmp_path / "x-0") as log:
+        log.append(pa.table({"value": pa.array([b"a", b"b"], pa.binary()),
+                             "timestamp": pa.array([10, 20], pa.timestamp("ms", tz="UTC"))}))
+        log.append_raw(build_batch([RecordInput(b"open", None, 99)], producer_id=5, producer_epoch=0,
+                                   base_sequence=0, transactional=True))       # never ended
+    base = {"path": str(tmp_path), "subscribe": "x", "isolationLevel": "read_committed"}
+
+    def plan(**options):
+        source = make_source({**base, **options})
+        return [(r.start, r.end) for r in source.reader(source.schema()).plan()]
+
+    assert plan(startingTimestamp="-1") == [(2, -1)]
+    assert plan(startingTimestamp="15") == [(1, -1)]
+    for ts in ("-3", "50"):
+        assert_mentions(planning_error({**base, "startingTimestamp": ts}),
+                        f"No offset matched from request of topic-partition x-0 and timestamp {ts}")
+        assert plan(startingTimestamp=ts, startingOffsetsByTimestampStrategy="latest") == [(2, -1)]
+
+
+# ============================================================ §1 topics and partitions that do not exist
+
+def test_subscribe_or_assign_of_a_missing_topic_fails(spark, root):
+    """[ConsumerStrategy.retrieveAllPartitions: Admin.describeTopics; Spark 4.2's Kafka source
+    failed these batch and streaming queries with UnknownTopicOrPartitionException, with
+    failOnDataLoss true or false]: a subscribed or assigned topic that does not exist fails the
+    query, naming the option and the topic, even next to one that exists."""
+    p = str(root)
+    assert_mentions(batch_error(spark, {"path": p, "subscribe": "nosuch"}),
+                    "Option 'subscribe' names topic(s) that do not exist", "nosuch", "UnknownTopicOrPartition")
+    for options in ({"path": p, "subscribe": " t , nosuch,zz", "failOnDataLoss": "false"},
+                    {"path": p, "assign": '{"t":[0],"nosuch":[0,1],"zz":[3]}'}):
+        option = "subscribe" if "subscribe" in options else "assign"
+        for streaming in (False, True):
+            source = make_source(options)
+            schema = source.schema()
+            with pytest.raises(InvalidConfigError) as e:
+                if streaming:
+                    source.streamReader(schema).initialOffset()
+                else:
+                    source.reader(schema).partitions()
+            assert_mentions(str(e.value), f"Option '{option}' names topic(s) that do not exist in {p}: nosuch, zz")
+
+
+def test_a_missing_topic_fails_a_stream_at_start(stream_runs):
+    """The same as a streaming query meets it (failOnDataLoss=false): it fails to start."""
+    assert_mentions(stream_error(stream_runs, "missing_topic"),
+                    "Option 'subscribe' names topic(s) that do not exist", "nosuch")
+
+
+def test_missing_partitions_of_an_existing_topic_are_skipped(spark, root, caplog):
+    """[ConsumerStrategySuite "AssignStrategy.assignedTopicPartitions must skip invalid
+    partitions"; Spark 4.2's Kafka source read only t-0 of assign {"t":[0,5]}, nothing of
+    {"t":[5]}, and nothing of a pattern matching no topic, without an error]: a listed partition
+    that does not exist is not read (logged); only a startingOffsets JSON naming it fails, as it
+    does in Spark ("don't match what are assigned")."""
+    p = str(root)
+    df = batch_reader(spark, {"path": p, "assign": '{"t":[0,5]}'}).load()
+    assert rows(df) == expected("t", 0, range(5))
+    caplog.set_level(logging.INFO, logger="kafka_log_source")
+    for options in ({"path": p, "assign": '{"t":[5]}'}, {"path": p, "subscribePattern": "^nosuch"}):
+        source = make_source(options)
+        assert source.reader(source.schema()).partitions() == []
+        assert source.streamReader(source.schema()).initialOffset() == {}
+    assert "Option 'assign': partitions Set(t-5) do not exist" in caplog.text
+    assert_mentions(planning_error({"path": p, "assign": '{"t":[0,5]}', "startingOffsets": '{"t":{"0":0,"5":0}}'}),
+                    "don't match what are assigned", "Specified: Set(t-0, t-5) Assigned: Set(t-0)")
 
 
 def test_boolean_options(spark, root, tmp_path):

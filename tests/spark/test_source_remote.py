@@ -450,3 +450,47 @@ def test_a_range_ending_inside_a_segment_reads_little_past_it(tmp_path, seaweedf
     rows = pa.Table.from_batches(list(read_remote_partition(sparse, chunk=16 << 10)))
     assert rows.column("offset").to_pylist() == list(range(2000, 6000))
     assert sum(n for _, n in seen) > 2 * needed / 10 + (64 << 10)        # read on past the short estimate
+
+
+# ------------------------------------------------------------------------------ special timestamps
+
+def _starts(options: dict) -> dict[int, int]:
+    """Each partition's planned start of a batch read with ``options``."""
+    reader = KafkaLogBatchReader(parse_source_options(options, streaming=False))
+    return {r.partition: r.start for r in reader.plan()}
+
+
+def test_special_timestamps_over_a_tiered_topic(tmp_path):
+    """ListOffsets' special timestamps on a topic with a remote tier (``remotePath``), as a broker
+    with tiered storage answers them (``UnifiedLog.fetchOffsetByTimestamp``): -2 the log start
+    over both tiers, -4 the local log start, -5 the highest offset in remote storage, -3 the
+    record with the largest timestamp of the local segments, -1 the end. (The remote tier used
+    to be searched first for every timestamp, so -1 started at the first remote offset.)"""
+    store = {"storage.uri": str(tmp_path / "store")}
+    built = make_read_topics.build(tmp_path, "t", 1, 6, 20, store, tail_batches=2)["t-0"]
+    local_start, end = built["local_start"], built["end"]
+    assert built["remote_segments"] >= 1 and 0 < local_start < end
+    base = {"path": str(tmp_path / "tiered"), "remotePath": store["storage.uri"], "subscribe": "t"}
+    got = {ts: _starts({**base, "startingTimestamp": str(ts)})[0] for ts in (-1, -2, -3, -4, -5)}
+    # rolled segments were copied, then deleted locally: the store ends right below the local start
+    assert got == {-1: end, -2: 0, -3: end - 1, -4: local_start, -5: local_start - 1}
+    plain = {"path": str(tmp_path / "local"), "subscribe": "t"}
+    assert _starts({**plain, "startingTimestamp": "-4"}) == {0: 0}
+    with pytest.raises(KafkaLogError, match="No offset matched from request of topic-partition t-0 and timestamp -5"):
+        _starts({**plain, "startingTimestamp": "-5"})
+
+
+def test_special_timestamps_and_missing_topics_from_the_store_alone(tmp_path, seaweedfs):
+    """A topic read from the store alone: -2 its first remote offset, -5 its highest, -3 the
+    record with the largest timestamp of its remote segments (timestamps grow with offsets: the
+    highest), -4 and -1 the end (nothing of it is local); a subscribed topic missing from the
+    store fails naming the option and the store."""
+    configs, options = remote_topic(tmp_path, seaweedfs, "special")
+    got = {ts: _starts({**options, "startingTimestamp": str(ts)}) for ts in (-1, -2, -3, -4, -5)}
+    for p in (0, 1):
+        highest = got[-1][p] - 1
+        assert {ts: got[ts][p] for ts in got} == {-1: highest + 1, -2: 0, -3: highest, -4: highest + 1,
+                                                  -5: highest}
+    with pytest.raises(InvalidConfigError, match=r"Option 'subscribe' names topic\(s\) that do not exist in the "
+                                                 r"store .*: nosuch"):
+        _starts({**options, "subscribe": "t,nosuch"})

@@ -817,7 +817,10 @@ def test_min_offsets_and_max_trigger_delay_with_injected_clock(tmp_path):
     ran, a batch runs with fewer (10 < 15).
     [code: KafkaMicroBatchStream.delayBatch]: a skipped trigger returns the start offsets
     unchanged, and the delay clock restarts only when a batch actually runs.
-    The first batch runs whatever its size (3 < 15 on a fresh reader)."""
+    The first batch runs whatever its size (3 < 15 on a fresh reader): Spark's lastTriggerMillis
+    starts at 0, so the time since 1970 has passed the delay; not with maxTriggerDelay
+    1000000000000d (Long.MAX_VALUE ms, JavaUtils.timeStringAs saturating), whose first trigger
+    waits for minOffsetsPerTrigger as every later one does."""
     append(tmp_path, "t-0", [str(i) for i in range(16)])
     clock = Clock()
     r = stream_reader(tmp_path, clock, subscribe="t", startingOffsets="earliest",
@@ -844,9 +847,18 @@ def test_min_offsets_and_max_trigger_delay_with_injected_clock(tmp_path):
     assert r.latestOffset(b2, limit) == offs("t", p0=44)
 
     append(tmp_path, "u-0", ["a", "b", "c"])
-    fresh = stream_reader(tmp_path, Clock(), subscribe="u", startingOffsets="earliest",
+    wall = Clock()
+    wall.ms = 1_700_000_000_000                                  # a wall clock's time since 1970
+    fresh = stream_reader(tmp_path, wall, subscribe="u", startingOffsets="earliest",
                           minOffsetsPerTrigger=15)
     assert fresh.latestOffset(fresh.initialOffset(), ReadMinRows(15)) == offs("u", p0=3)
+    forever = stream_reader(tmp_path, wall, subscribe="u", startingOffsets="earliest",
+                            minOffsetsPerTrigger=4, maxTriggerDelay="1000000000000d")
+    assert forever.opts.max_trigger_delay_ms == 2**63 - 1
+    start = forever.initialOffset()
+    assert forever.latestOffset(start, ReadMinRows(4)) == start   # 3 < 4: even the first waits
+    append(tmp_path, "u-0", ["d"])
+    assert forever.latestOffset(start, ReadMinRows(4)) == offs("u", p0=4)
 
 
 def test_composite_limits_with_injected_clock(tmp_path):
