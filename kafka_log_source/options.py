@@ -154,13 +154,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             raise InvalidConfigError(f"maxOffsetsPerTrigger must be positive, got {max_per_trigger}")
         if min_per_trigger is not None and min_per_trigger <= 0:
             raise InvalidConfigError(f"minOffsetsPerTrigger must be positive, got {min_per_trigger}")
-        if min_per_trigger is not None and max_per_trigger is not None and \
-                min_per_trigger > max_per_trigger:
-            raise InvalidConfigError(
-                f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
-                f"maxOffsetsPerTrigger({max_per_trigger}).")
+        _check_trigger_limits(min_per_trigger, max_per_trigger)
     else:
-        # validateBatchOptions: logged and otherwise ignored, whatever the value
+        # validateBatchOptions: logged and otherwise ignored, whatever the value, except that
+        # its validateGeneralOptions compares the two limits when both are given
+        if "minoffsetspertrigger" in opts and "maxoffsetspertrigger" in opts:
+            _check_trigger_limits(_long(opts, "minOffsetsPerTrigger"), _long(opts, "maxOffsetsPerTrigger"))
         for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
             if key.lower() in opts:
                 warnings.append(f"{key} option ignored in batch queries")
@@ -441,6 +440,14 @@ def _long(opts: dict[str, str], name: str) -> int | None:
         raise InvalidConfigError(f"Invalid value {raw!r} for option '{name}': expected a whole "
                                  f"number within a long (For input string: \"{raw}\")")
     return value
+
+
+def _check_trigger_limits(min_per_trigger: int | None, max_per_trigger: int | None) -> None:
+    """``validateGeneralOptions``, streams and batches alike."""
+    if min_per_trigger is not None and max_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise InvalidConfigError(
+            f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
+            f"maxOffsetsPerTrigger({max_per_trigger}).")
 
 
 def _positive(opts: dict[str, str], name: str) -> int | None:

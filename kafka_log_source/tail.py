@@ -21,6 +21,7 @@ from pathlib import Path
 
 from storage_core.checkpoint import (LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile,
                                       PartitionMetadataFile, topic_id_to_str)
+from storage_core.data_files import open_data_file
 from storage_core.errors import KafkaLogError
 from storage_core.format.log_input_stream import scan_batches
 from storage_core.log import (LOG_SUFFIX, LogView, OngoingTransactions, log_start_offset,
@@ -129,7 +130,8 @@ class PartitionTail:
         if self._active is None:
             return False
         try:
-            fd = os.open(self._active, os.O_RDONLY)
+            # a FIFO or device put in the segment's place is refused, not waited on forever
+            fd = open_data_file(self._active, os.O_RDONLY, follow_symlinks=True)
         except FileNotFoundError:
             return False
         try:

@@ -430,6 +430,20 @@ def test_min_offsets_above_max_offsets(stream_runs):
     assert "minOffsetPerTrigger" not in message
 
 
+def test_min_offsets_above_max_offsets_in_a_batch(spark, root):
+    """[code: validateBatchOptions -> validateGeneralOptions]: a batch ignores the trigger
+    options, except that with both minOffsetsPerTrigger and maxOffsetsPerTrigger given Spark
+    parses the two (``toLong``) and refuses min > max, as a stream does; each alone is ignored."""
+    base = {"path": str(root), "subscribe": "t"}
+    assert_mentions(batch_error(spark, {**base, "minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "15"}),
+                    "The value of minOffsetPerTrigger(20) is higher than the maxOffsetsPerTrigger(15).")
+    assert_mentions(source_error({**base, "minOffsetsPerTrigger": "x", "maxOffsetsPerTrigger": "15"},
+                                 streaming=False), "minOffsetsPerTrigger")
+    assert rows(batch_reader(spark, {**base, "minOffsetsPerTrigger": "15",
+                                     "maxOffsetsPerTrigger": "20"}).load()) == ALL_T
+    assert rows(batch_reader(spark, {**base, "minOffsetsPerTrigger": "20"}).load()) == ALL_T
+
+
 def test_min_partitions_validation(spark, root):
     """[KafkaMicroBatchSourceSuite "minPartitions is supported"]: minPartitions "a" and "1.0"
     fail with a number-format error naming the option; "0" and "-1" fail with "minPartitions

@@ -75,3 +75,38 @@ def test_view_follows_every_change(tmp_path: Path, isolation: str) -> None:
         log.roll()
         log.append(rows(1))
     assert_agrees(view, root, isolation)
+
+
+def test_a_fifo_in_the_active_segments_place_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO put where the active segment was (a stranger's file, a hostile directory): the
+    view's next look raises UnsafeFileError naming it. A plain open of a FIFO for reading
+    waits for a writer, which would hang the driver's latestOffset for good."""
+    import os
+    import threading
+
+    from storage_core.errors import UnsafeFileError
+
+    view = DataDirView(tmp_path, Subscribe(("t",)), False)
+    with Log.open(tmp_path / "t-0", CFG) as log:
+        log.append(rows(3))
+    assert view.infos()
+    active = tmp_path / "t-0" / "00000000000000000000.log"
+    active.unlink()
+    os.mkfifo(active)
+    outcome: list[BaseException | object] = []
+
+    def look() -> None:
+        try:
+            outcome.append(view.infos())
+        except BaseException as e:          # noqa: BLE001 - handed to the test's thread
+            outcome.append(e)
+
+    t = threading.Thread(target=look, daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive():                        # unblock the regression's open, then fail
+        os.close(os.open(active, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(5)
+        pytest.fail("the view waited on the FIFO")
+    assert len(outcome) == 1 and isinstance(outcome[0], UnsafeFileError), outcome
+    assert str(active) in str(outcome[0]) and "FIFO" in str(outcome[0]).upper()
