@@ -155,6 +155,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[TopicPartition, int] | None = None
         self._available_now_ids: dict[TopicPartition, str | None] = {}
         self._last_batch_ms: int | None = None
+        self._missing: str | None = None     # the topics last found missing, warned about once
         self.tier = open_tier(opts)      # the object store of a tiered or remote-only topic
 
     def _now(self) -> int:
@@ -195,6 +196,19 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._initial = offsets_to_json(resolved, _ids(infos))
         return self._initial
 
+    def _warn_missing(self, infos: Mapping[TopicPartition, catalog.PartitionInfo]) -> None:
+        """A topic the query names that is gone (deleted while the query ran or was stopped) is
+        warned about once, and again whenever the set of missing topics changes: the query
+        waits for it (a topic created again is told apart by its topic id) where Spark's Kafka
+        source fails the trigger (``UnknownTopicOrPartitionException``); without the warning a
+        restarted query on a deleted topic would sit idle and say nothing."""
+        missing = Resolver(self.opts, self.tier).missing_topics({topic for topic, _ in infos})
+        if missing != self._missing:
+            self._missing = missing
+            if missing is not None:
+                logger.warning("%s; the query reads nothing of them until they exist again (Spark's Kafka "
+                               "source would fail the query: UnknownTopicOrPartitionException)", missing)
+
     def getDefaultReadLimit(self) -> ReadLimit:
         o = self.opts
         if o.max_offsets_per_trigger is not None:
@@ -228,6 +242,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                   if not (seen_ids.get(tp) is not None and tp in infos
                           and infos[tp].topic_id is None and not infos[tp].segments)}
         self._latest = latest
+        self._warn_missing(infos)
         if not latest:
             return start                # nothing subscribed exists (yet): no batch
         recreated = _recreated(seen_ids, infos, latest)

@@ -63,22 +63,39 @@ class Resolver:
         if not isinstance(strategy, (Assign, Subscribe)):
             return
         if self.tier is not None and self.tier.remote_only:
-            present, where = self.tier.topics(), f"the store {self.tier.name}"
+            present = self.tier.topics()
         else:
-            present, where = {t for t, _ in catalog.partition_dirs(self.opts.path)}, str(self.opts.path)
-        named = strategy.topics if isinstance(strategy, Subscribe) else [t for t, _ in strategy.partitions]
-        missing = sorted(set(named) - present)
-        option = "subscribe" if isinstance(strategy, Subscribe) else "assign"
+            present = {t for t, _ in catalog.partition_dirs(self.opts.path)}
+        missing = self.missing_topics(present)
         if missing:
             raise InvalidConfigError(
-                f"Option '{option}' names topic(s) that do not exist in {where}: {', '.join(missing)} "
-                f"(Spark's Kafka source fails too, whatever failOnDataLoss says: "
+                f"{missing} (Spark's Kafka source fails too, whatever failOnDataLoss says: "
                 f"UnknownTopicOrPartitionException)")
+        where = self.where()
         if isinstance(strategy, Assign):
             skipped = sorted(tp for tp in set(strategy.partitions) if tp not in found)
             if skipped:
                 logger.info("Option 'assign': partitions %s do not exist in %s and are not read (Spark's "
                             "AssignStrategy skips them likewise)", tp_set(skipped), where)
+
+    def where(self) -> str:
+        """Where the topics are looked for, as messages name it."""
+        if self.tier is not None and self.tier.remote_only:
+            return f"the store {self.tier.name}"
+        return str(self.opts.path)
+
+    def missing_topics(self, present: Iterable[str]) -> str | None:
+        """The message naming the topics ``subscribe`` or ``assign`` names that are not among
+        ``present``; None when all are (or the strategy is a pattern, which may match nothing)."""
+        strategy = self.opts.strategy
+        if not isinstance(strategy, (Assign, Subscribe)):
+            return None
+        named = strategy.topics if isinstance(strategy, Subscribe) else [t for t, _ in strategy.partitions]
+        missing = sorted(set(named) - set(present))
+        if not missing:
+            return None
+        option = "subscribe" if isinstance(strategy, Subscribe) else "assign"
+        return f"Option '{option}' names topic(s) that do not exist in {self.where()}: {', '.join(missing)}"
 
     def info(self, dirs: dict[TopicPartition, Path],
              timestamps: Mapping[TopicPartition, Iterable[int]] | None = None

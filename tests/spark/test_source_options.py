@@ -729,6 +729,38 @@ def test_a_missing_topic_fails_a_stream_at_start(stream_runs):
                     "Option 'subscribe' names topic(s) that do not exist", "nosuch")
 
 
+def test_a_topic_gone_from_a_running_or_restarted_stream_is_warned_about_once(tmp_path, caplog):
+    """A subscribed topic deleted after the query began (or while it was stopped: a restart
+    resumes from its checkpoint, no initial offsets) is not an error here, the query waits for
+    it, where Spark's Kafka source fails the trigger; it is warned about once per change of the
+    missing set, never silently: a restarted query on a deleted topic would otherwise sit idle
+    saying nothing."""
+    import shutil
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    for topic in ("t", "u"):
+        with Log.open(tmp_path / f"{topic}-0", LogConfig()) as log:
+            log.append(pa.table({"value": [b"x"] * 3}))
+    source = make_source({"path": str(tmp_path), "subscribe": "t,u"})
+    reader = source.streamReader(source.schema())
+    start = reader.initialOffset()
+    caplog.set_level(logging.WARNING, logger="kafka_log_source")
+    reader.latestOffset(start, ReadAllAvailable())
+    assert "do not exist" not in caplog.text
+    shutil.rmtree(tmp_path / "u-0")
+    for _ in range(3):
+        reader.latestOffset(start, ReadAllAvailable())
+    warned = [r.getMessage() for r in caplog.records if "do not exist" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert_mentions(warned[0], f"Option 'subscribe' names topic(s) that do not exist in {tmp_path}: u",
+                    "UnknownTopicOrPartitionException")
+    shutil.rmtree(tmp_path / "t-0")                 # the set changes: warned again
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    warned = [r.getMessage() for r in caplog.records if "do not exist" in r.getMessage()]
+    assert len(warned) == 2 and ": t, u;" in warned[1], warned
+
+
 def test_missing_partitions_of_an_existing_topic_are_skipped(spark, root, caplog):
     """[ConsumerStrategySuite "AssignStrategy.assignedTopicPartitions must skip invalid
     partitions"; Spark 4.2's Kafka source read only t-0 of assign {"t":[0,5]}, nothing of
