@@ -229,7 +229,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                           and infos[tp].topic_id is None and not infos[tp].segments)}
         self._latest = latest
         if not latest:
-            return start                # nothing subscribed exists (yet): no batch
+            # nothing subscribed exists (yet): no batch; Spark's delayBatch still runs (and
+            # restarts its clock once the delay has passed)
+            if not isinstance(limit, ReadAllAvailable) and self.opts.min_offsets_per_trigger is not None:
+                self._delay_batch({}, {})
+            return start
         recreated = _recreated(seen_ids, infos, latest)
         if recreated:
             self._data_loss(_recreated_message(recreated, seen_ids, infos),

@@ -868,7 +868,8 @@ def test_the_delay_clock_restarts_at_every_trigger_that_is_not_delayed(tmp_path)
     then finds anything to read. A stream started at latest on a quiet topic (the streaming
     default): its first trigger finds nothing, yet restarts the clock, so a record arriving a
     second later waits for minOffsetsPerTrigger or the delay, as every later trigger does.
-    Likewise after the delay passed on a trigger that found nothing new."""
+    Likewise after the delay passed on a trigger that found nothing new, or no partition at all
+    (a pattern matching no topic yet)."""
     append(tmp_path, "t-0", ["a"])
     wall = Clock()
     wall.ms = 1_700_000_000_000
@@ -890,6 +891,17 @@ def test_the_delay_clock_restarts_at_every_trigger_that_is_not_delayed(tmp_path)
     assert r.latestOffset(b1, limit) == b1                   # 1 s since that trigger: delayed
     wall.ms += 4_000
     assert r.latestOffset(b1, limit) == offs("t", p0=3)
+
+    # a pattern that matches nothing yet: that trigger too restarts the clock
+    pattern = stream_reader(tmp_path, wall, subscribePattern="^v", minOffsetsPerTrigger=15,
+                            maxTriggerDelay="5s")
+    empty = pattern.initialOffset()
+    assert pattern.latestOffset(empty, limit) == empty
+    append(tmp_path, "v-0", ["x"])
+    wall.ms += 1_000
+    assert pattern.latestOffset(empty, limit) == empty       # 1 < 15 and 1 s < 5 s: delayed
+    wall.ms += 4_000
+    assert pattern.latestOffset(empty, limit) == offs("v", p0=1)
 
 
 def test_composite_limits_with_injected_clock(tmp_path):
