@@ -154,7 +154,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[TopicPartition, int] | None = None
         self._available_now: dict[TopicPartition, int] | None = None
         self._available_now_ids: dict[TopicPartition, str | None] = {}
-        self._last_batch_ms: int | None = None
+        self._last_trigger_ms = 0        # Spark's lastTriggerMillis
         self._missing: str | None = None     # the topics last found missing, warned about once
         self.tier = open_tier(opts)      # the object store of a tiered or remote-only topic
 
@@ -244,7 +244,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = latest
         self._warn_missing(infos)
         if not latest:
-            return start                # nothing subscribed exists (yet): no batch
+            # nothing subscribed exists (yet): no batch; Spark's delayBatch still runs (and
+            # restarts its clock once the delay has passed)
+            if not isinstance(limit, ReadAllAvailable) and self.opts.min_offsets_per_trigger is not None:
+                self._delay_batch({}, {})
+            return start
         recreated = _recreated(seen_ids, infos, latest)
         if recreated:
             self._data_loss(_recreated_message(recreated, seen_ids, infos),
@@ -253,7 +257,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # take part from their earliest offset, and so do those of a recreated topic
         begin = {tp: (latest.get(tp, LATEST) if off == LATEST else off)
                  for tp, off in begin.items()}
-        unchanged = dict(begin)
         begin.update({tp: infos[tp].earliest for tp in recreated})
         earliest = self._earliest_of_new(begin, latest)
         frm = {tp: begin.get(tp, earliest.get(tp, 0)) for tp in latest}
@@ -268,8 +271,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end = rate_limit(o.max_offsets_per_trigger, frm, latest)
         merged = {tp: off for tp, off in begin.items() if off != LATEST}   # gone: kept
         merged.update(end)
-        if merged != unchanged:
-            self._last_batch_ms = self._now()
         # the ids the end offsets belong to: as found now, or as last seen where none is found
         ids = {tp: seen_ids[tp] for tp in merged if tp in seen_ids}
         ids.update(_ids(infos))
@@ -312,15 +313,18 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      latest: Mapping[TopicPartition, int]) -> bool:
         """``KafkaMicroBatchStream.delayBatch``: skip this trigger while fewer than
         ``minOffsetsPerTrigger`` offsets are new and ``maxTriggerDelay`` has not passed since
-        the last batch that ran. Before the first batch that time is counted from 1970 (Spark's
-        ``lastTriggerMillis`` starts at 0): the first trigger runs whatever its size, unless the
-        delay is longer than that (``maxTriggerDelay=1000000000000d``, ``Long.MAX_VALUE`` ms)."""
+        the last trigger that was not skipped. As Spark's ``lastTriggerMillis``, the clock
+        restarts at every trigger not skipped, whether or not it then finds offsets to read (a
+        stream started at latest on a quiet topic: its first trigger), and starts at 0: the
+        first trigger is not skipped, unless the delay is longer than the time since 1970
+        (``maxTriggerDelay=1000000000000d``, ``Long.MAX_VALUE`` ms)."""
         now = self._now()
-        last = 0 if self._last_batch_ms is None else self._last_batch_ms
-        if now - last >= self.opts.max_trigger_delay_ms:
-            return False
         min_offsets = self.opts.min_offsets_per_trigger
-        return min_offsets is not None and offsets_behind(frm, latest) < min_offsets
+        if now - self._last_trigger_ms < self.opts.max_trigger_delay_ms and \
+                min_offsets is not None and offsets_behind(frm, latest) < min_offsets:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         return offsets_to_json(self._latest) if self._latest else None

@@ -84,7 +84,9 @@ def java_split_whitespace(line: str) -> list[str]:
 
 def java_int(text: str, bounds: tuple[int, int] = INT32_RANGE) -> int:
     """``Integer.parseInt`` / ``Long.parseLong``: optional sign and ASCII digits, in range.
-    (Python's ``int`` would also take spaces, underscores and non-ASCII digits.)"""
+    (Python's ``int`` would also take spaces, underscores and non-ASCII digits.) Narrower than
+    Java on purpose: its ``Character.digit`` also takes other scripts' decimal digits
+    (``Integer.parseInt("\u0664")`` is 4), which no Kafka writer produces; they are refused."""
     if not _JAVA_INTEGER.fullmatch(text):
         raise ValueError(f"not a number: {text!r}")
     value = int(text)

@@ -182,7 +182,9 @@ class LogLoader:
         cleaned: list[Path] = []
         swaps: list[Path] = []
         for p in list(self.dir.iterdir()):
-            if p.name.endswith(DELETED_SUFFIX):
+            # Kafka removes any *.deleted; only its own, offset-named, are removed here: a
+            # stranger's "notes.deleted" (or a folder so named) is left alone as any other
+            if p.name.endswith(DELETED_SUFFIX) and is_offset_named(p.name):
                 p.unlink()
             elif p.name.endswith(CLEANED_SUFFIX) and is_offset_named(p.name):
                 cleaned.append(p)

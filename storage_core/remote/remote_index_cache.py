@@ -62,8 +62,9 @@ def _parse_prefix(prefix: str) -> tuple[int, uuid.UUID] | None:
     """(start offset, segment uuid) of ``<offset>_<id>``, None for a name that is not one (the
     offset has no ``_``: the first one separates; the id may contain ``_`` or start with ``-``).
     The offset is read as ``offsetFromRemoteIndexFileName`` reads it (``Long.parseLong``: a Java
-    long; str.isdigit and int() also took "٤" and numbers beyond 2^63), and only the name
-    ``remote_index_file_prefix`` gives is one: a start offset >= 0, unpadded, unsigned. Kafka's
+    long; int() also took numbers beyond 2^63), and only the name ``remote_index_file_prefix``
+    gives is one: a start offset >= 0, unpadded, unsigned, ASCII digits (Java's parseLong
+    would read "٤" as 4; the cache never writes it). Kafka's
     ``init`` throws on a name it cannot parse; here its files are ignored with a warning."""
     offset, sep, sid = prefix.partition("_")
     if not sep or len(sid) != 22:

@@ -816,7 +816,8 @@ def test_min_offsets_and_max_trigger_delay_with_injected_clock(tmp_path):
     (18 >= 15) one batch takes everything; once the delay has passed since the last batch that
     ran, a batch runs with fewer (10 < 15).
     [code: KafkaMicroBatchStream.delayBatch]: a skipped trigger returns the start offsets
-    unchanged, and the delay clock restarts only when a batch actually runs.
+    unchanged, and the delay clock restarts at every trigger that is not skipped (here: each one
+    that runs a batch; see the next test for one that finds nothing).
     The first batch runs whatever its size (3 < 15 on a fresh reader): Spark's lastTriggerMillis
     starts at 0, so the time since 1970 has passed the delay; not with maxTriggerDelay
     1000000000000d (Long.MAX_VALUE ms, JavaUtils.timeStringAs saturating), whose first trigger
@@ -859,6 +860,48 @@ def test_min_offsets_and_max_trigger_delay_with_injected_clock(tmp_path):
     assert forever.latestOffset(start, ReadMinRows(4)) == start   # 3 < 4: even the first waits
     append(tmp_path, "u-0", ["d"])
     assert forever.latestOffset(start, ReadMinRows(4)) == offs("u", p0=4)
+
+
+def test_the_delay_clock_restarts_at_every_trigger_that_is_not_delayed(tmp_path):
+    """[code: KafkaMicroBatchStream.delayBatch]: Spark sets lastTriggerMillis whenever a trigger
+    is not delayed (the delay passed, or enough offsets are new), whether or not that trigger
+    then finds anything to read. A stream started at latest on a quiet topic (the streaming
+    default): its first trigger finds nothing, yet restarts the clock, so a record arriving a
+    second later waits for minOffsetsPerTrigger or the delay, as every later trigger does.
+    Likewise after the delay passed on a trigger that found nothing new, or no partition at all
+    (a pattern matching no topic yet)."""
+    append(tmp_path, "t-0", ["a"])
+    wall = Clock()
+    wall.ms = 1_700_000_000_000
+    r = stream_reader(tmp_path, wall, subscribe="t", minOffsetsPerTrigger=15, maxTriggerDelay="5s")
+    limit = r.getDefaultReadLimit()
+    start = r.initialOffset()
+    first = r.latestOffset(start, limit)
+    assert first == offs("t", p0=1)                         # nothing new: no batch to run
+    append(tmp_path, "t-0", ["b"])
+    wall.ms += 1_000
+    assert r.latestOffset(first, limit) == first             # 1 < 15 and 1 s < 5 s: delayed
+    wall.ms += 4_000                                         # 5 s after the first trigger
+    b1 = r.latestOffset(first, limit)
+    assert b1 == offs("t", p0=2)
+    wall.ms += 10_000                                        # the delay passed, nothing new:
+    assert r.latestOffset(b1, limit) == b1                   # no batch, yet the clock restarts
+    append(tmp_path, "t-0", ["c"])
+    wall.ms += 1_000
+    assert r.latestOffset(b1, limit) == b1                   # 1 s since that trigger: delayed
+    wall.ms += 4_000
+    assert r.latestOffset(b1, limit) == offs("t", p0=3)
+
+    # a pattern that matches nothing yet: that trigger too restarts the clock
+    pattern = stream_reader(tmp_path, wall, subscribePattern="^v", minOffsetsPerTrigger=15,
+                            maxTriggerDelay="5s")
+    empty = pattern.initialOffset()
+    assert pattern.latestOffset(empty, limit) == empty
+    append(tmp_path, "v-0", ["x"])
+    wall.ms += 1_000
+    assert pattern.latestOffset(empty, limit) == empty       # 1 < 15 and 1 s < 5 s: delayed
+    wall.ms += 4_000
+    assert pattern.latestOffset(empty, limit) == offs("v", p0=1)
 
 
 def test_composite_limits_with_injected_clock(tmp_path):

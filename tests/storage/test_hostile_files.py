@@ -254,6 +254,23 @@ def test_files_not_named_by_an_offset_are_no_segments(tmp_path):
     assert all(p.read_bytes() == b"not a segment" for p in strangers)
 
 
+def test_a_strangers_deleted_file_is_left_alone_by_a_writable_open(tmp_path):
+    """Only kafkalog's (and Kafka's) own ``<offset>.<kind>.deleted`` files are removed at open
+    (Kafka's ``removeTempFilesAndCollectSwapFiles`` removes any ``*.deleted``): a user's
+    ``notes.deleted`` file, or a folder so named, is not a segment file and is left as it is."""
+    d = tmp_path / "t-0"
+    with Log.open(d) as log:
+        log.append(pa.table({"value": [b"x"] * 3}))
+    ours = d / "00000000000000000007.log.deleted"
+    ours.write_bytes(b"")
+    (d / "notes.deleted").write_bytes(b"mine")
+    (d / "old.deleted").mkdir()
+    with Log.open(d) as log:
+        assert log.log_end_offset == 3
+    assert not ours.exists()
+    assert (d / "notes.deleted").read_bytes() == b"mine" and (d / "old.deleted").is_dir()
+
+
 def test_verify_reports_fifos_and_directories_named_like_kafka_files(tmp_path):
     root = tmp_path / "data"
     d = root / "t-0"

@@ -156,7 +156,9 @@ def test_kafkas_own_directories_are_left_alone_and_odd_names_ignored(tmp_path: P
     """As ``LogManager.loadLogs`` lists a log dir: KRaft's ``__cluster_metadata-0`` is not loaded
     (so no retention of kafkalog's deletes its segments) and the tiered-storage index cache is
     not a partition, both without a warning; names ``LocalLog.parseTopicPartitionName`` refuses
-    (a partition beyond a Java int, digits that are not ASCII) are ignored with one."""
+    (a partition beyond a Java int, "²") are ignored with one, and so are digits of other
+    scripts ("t-\u0664", which Java's parseInt reads as partition 4: ``java_int`` takes ASCII
+    digits only)."""
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         log.append(records(3))
     with Log.open(tmp_path / "__cluster_metadata-0", clock=clock) as log:
