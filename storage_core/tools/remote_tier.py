@@ -30,6 +30,7 @@ from ..log import filename_prefix
 from ..remote import (REMOTE_LOG_METADATA_TOPIC_NAME, IndexType, PyArrowRemoteStorageManager, RemoteInputStream,
                       RemoteLogManagerConfig, RemoteLogSegmentFileType, RemoteLogSegmentMetadata,
                       RemoteLogSegmentState, TopicBasedRemoteLogMetadataManager, TopicIdPartition)
+from .java_properties import PropertiesSyntaxError, load_properties
 from .output import UsageError
 
 FETCH_CHUNK = 8 << 20          # one ranged read
@@ -65,19 +66,16 @@ def read_config_file(path: Path) -> str:
 
 
 def broker_properties(args: argparse.Namespace) -> dict[str, str]:
-    """Java ``Properties``-style ``key=value`` lines of ``--config`` (``#``/``!`` comments),
-    then the ``--property`` overrides."""
+    """The properties of ``--config``, read as Kafka reads a ``server.properties``
+    (``java.util.Properties.load``: ``=``, ``:`` or whitespace separators, continuation lines,
+    escapes; ``load_properties``), then the ``--property`` overrides."""
     props: dict[str, str] = {}
     if args.config:
         path = Path(args.config)
-        for n, line in enumerate(read_config_file(path).splitlines(), 1):
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise UsageError(f"--config {path} line {n}: expected key=value, got {line!r}")
-            props[key.strip()] = value.strip()
+        try:
+            props.update(load_properties(read_config_file(path)))
+        except PropertiesSyntaxError as e:
+            raise UsageError(f"--config {path} line {e.line}: {e.reason}") from None
     for item in args.property or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

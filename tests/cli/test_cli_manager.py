@@ -298,11 +298,12 @@ def _hostile_config(tmp_path: Path, kind: str) -> tuple[Path, list[str]]:
     if kind == "invalid utf-8":
         path.write_bytes(b"# the store\nrsm.config.storage.uri=/tmp/x\nrsm.config.s3.region=eu\xff\n")
         return path, ["line 3", "byte 65", "not UTF-8"]
-    path.write_bytes(b"rsm.config.storage.uri\n")
-    return path, ["line 1", "expected key=value"]
+    # Properties.load's one syntax error; a line without a separator is a key with an empty value
+    path.write_bytes(b"# the store\nrsm.config.storage.uri=/tmp/\\u12g4\n")
+    return path, ["line 2", "Malformed \\uxxxx encoding."]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory", "huge", "invalid utf-8", "no separator"])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge", "invalid utf-8", "malformed escape"])
 @pytest.mark.parametrize("command", ["tier", "verify", "dump"])
 def test_a_config_file_that_is_not_a_properties_file_is_a_usage_error_naming_it(
         data: Path, tmp_path: Path, capsys, kind: str, command: str) -> None:
