@@ -71,6 +71,14 @@ def open_data_file_stat(path: str | os.PathLike[str], flags: int, mode: int = 0o
     """``open_data_file``, with the ``fstat`` of what was opened (its size and times without a
     second call)."""
     flags |= os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
+    # a device is refused before it is opened: opening some has effects of its own (a watchdog
+    # starts counting, a tape rewinds); the fstat below still catches a swap in between
+    try:
+        before = os.stat(path, follow_symlinks=follow_symlinks)
+    except OSError:
+        before = None                   # created by this open (O_CREAT), or the open's own error
+    if before is not None and not (stat.S_ISREG(before.st_mode) or stat.S_ISLNK(before.st_mode)):
+        raise UnsafeFileError(f"{path} is {kind_of(before.st_mode)}, not a regular file")
     try:
         fd = os.open(path, flags, mode)
     except OSError as e:

@@ -44,6 +44,7 @@ import io
 import logging
 import os
 import secrets
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -56,7 +57,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..checkpoint import topic_id_to_str
-from ..data_files import open_data_file
+from ..data_files import kind_of, open_data_file
 from ..errors import InvalidConfigError, RemotePositionError, RemoteResourceNotFoundError, RemoteStorageError
 from ..log import filename_prefix
 from .metadata import RemoteLogSegmentMetadata, TopicIdPartition
@@ -479,9 +480,22 @@ class PyArrowRemoteStorageManager:
 
     def _open(self, path: str, what: str) -> pa.NativeFile:
         try:
-            return self.filesystem.open_input_file(path)
+            return self._open_input_file(path)
         except OSError as e:
             raise storage_error(f"Fetching {what}", e) from e
+
+    def _open_input_file(self, path: str) -> pa.NativeFile:
+        """``open_input_file``; in a local folder, only of a regular file: pyarrow opens without
+        ``O_NONBLOCK``, so a FIFO put under an object's name would block the read forever (and
+        a device may act when opened). Object stores hold only objects."""
+        if self._local:
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                mode = None                     # pyarrow's own error names what is wrong
+            if mode is not None and not stat.S_ISREG(mode):
+                raise OSError(f"{path} is {kind_of(mode)}, not a regular file")
+        return self.filesystem.open_input_file(path)
 
     def _segment_file(self, path: str, what: str) -> pa.NativeFile:
         """The shared open file of a segment object (opened, one request, on its first read).
@@ -505,14 +519,14 @@ class PyArrowRemoteStorageManager:
         """After a failed read: forget the shared file, open the object afresh (pyarrow's error)."""
         with self._open_lock:
             self._open_segments.pop(path, None)
-        return self.filesystem.open_input_file(path)
+        return self._open_input_file(path)
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> RemoteInputStream:
         file_type = _FILE_TYPE_OF_INDEX[IndexType(index_type)]
         path = self.object_path(metadata, file_type)
         what = f"{index_type.name} index of {describe_segment(metadata)}, object {path} in {self.store}"
         try:
-            file = self.filesystem.open_input_file(path)
+            file = self._open_input_file(path)
             size = file.size()
         except OSError as e:
             error = storage_error(f"Fetching {what}", e)

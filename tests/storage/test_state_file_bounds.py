@@ -248,3 +248,28 @@ def test_verify_reports_a_huge_checkpoint_by_line_and_position_in_bounded_memory
     assert rc == 1 and "Traceback" not in err, err
     assert f"line 3, position {4 + MAX_LINE_BYTES}: Line longer than 1024 bytes" in out, out
     assert rss < HUGE, f"peak RSS {rss >> 20} MiB for a {HUGE >> 20} MiB file"
+
+
+def test_a_link_to_a_device_is_refused_without_opening_the_device(tmp_path, monkeypatch):
+    """A state or data file that is a link to a device (followed by read-only opens): opening
+    some devices acts (a watchdog starts its countdown), so ``open_data_file`` refuses it from a
+    ``stat`` before any ``open``. Fault injection: ``os.open`` is wrapped to record its paths."""
+    from storage_core.data_files import open_data_file
+
+    link = tmp_path / "recovery-point-offset-checkpoint"
+    link.symlink_to("/dev/null")
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    with pytest.raises(UnsafeFileError) as e:
+        open_data_file(link, os.O_RDONLY, follow_symlinks=True)
+    assert str(link) in str(e.value) and "character device" in str(e.value), e.value
+    assert opened == []
+    with pytest.raises(UnsafeFileError):
+        OffsetCheckpointFile(link).read()
+    assert opened == []
