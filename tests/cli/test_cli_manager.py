@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from fifo_guard import promptly
 
 from storage_core.checkpoint import CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
 from storage_core.tools.cli import main
@@ -314,18 +314,8 @@ def test_a_config_file_that_is_not_a_properties_file_is_a_usage_error_naming_it(
     argv = {"tier": ["tier", str(data)], "verify": ["verify", str(data)],
             "dump": ["dump", "--partition", str(data / "t-0")]}[command] + ["--config", str(path)]
     plain(data / "t-0", 1, NOW)
-    result: list = []
-    worker = threading.Thread(target=lambda: result.append(run(capsys, *argv)), daemon=True)
-    worker.start()
-    worker.join(60)
-    if worker.is_alive():                           # unblock a reader stuck on the FIFO, then fail
-        try:                                        # without blocking here if nothing reads it
-            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            pass
-        worker.join(10)
-        pytest.fail(f"kafkalog {command} blocked on --config {kind}")
-    code, _, err = result[0]
+    code, _, err = promptly(lambda: run(capsys, *argv), path if kind == "fifo" else None, timeout=60,
+                            what=f"kafkalog {command} --config {kind}")
     assert code == 2, err
     assert f"--config {path}" in err and all(w in err for w in words), err
     assert "Traceback" not in err

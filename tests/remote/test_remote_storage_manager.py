@@ -527,8 +527,7 @@ def test_a_fifo_under_an_objects_name_in_a_folder_store_is_refused_not_waited_on
     """A local-folder store (LocalTieredStorage's layout) whose ``.log`` or index object is
     replaced by a FIFO: pyarrow opens files without ``O_NONBLOCK``, which would wait for a
     writer forever; the manager refuses the FIFO before opening it, naming it."""
-    import threading
-
+    from fifo_guard import promptly
     from storage_core.errors import RemoteStorageError
     from storage_core.remote import IndexType, PyArrowRemoteStorageManager, RemoteLogSegmentFileType
 
@@ -541,23 +540,6 @@ def test_a_fifo_under_an_objects_name_in_a_folder_store_is_refused_not_waited_on
         path = rsm.object_path(md, file_type)
         os.unlink(path)
         os.mkfifo(path)
-        outcome: list = []
-
-        def attempt(fetch=fetch, outcome=outcome) -> None:
-            try:
-                outcome.append(fetch())
-            except BaseException as e:      # noqa: BLE001 - handed to the test's thread
-                outcome.append(e)
-
-        t = threading.Thread(target=attempt, daemon=True)
-        t.start()
-        t.join(30)
-        if t.is_alive():                    # unblock the regression's open, then fail
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError:
-                pass
-            t.join(5)
-            pytest.fail(f"the manager waited on a FIFO as {file_type.name}")
-        assert len(outcome) == 1 and isinstance(outcome[0], RemoteStorageError), outcome
-        assert path in str(outcome[0]) and "FIFO" in str(outcome[0]), outcome[0]
+        with pytest.raises(RemoteStorageError) as raised:
+            promptly(fetch, path, what=f"a fetch of a FIFO as {file_type.name}")
+        assert path in str(raised.value) and "FIFO" in str(raised.value), raised.value

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from fifo_guard import promptly
 
 from kafka_log_sink.commit import _staged_chunks, number_sequences
 from storage_core.errors import CorruptRecordError, KafkaLogError
@@ -388,19 +388,7 @@ def test_a_sink_state_file_that_is_no_regular_file_is_refused_promptly(tmp_path,
         os.mkfifo(path)
     else:
         path.mkdir()
-    raised: list[BaseException] = []
-
-    def commit() -> None:
-        try:
-            SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1))
-        except BaseException as e:          # noqa: BLE001 - checked by the test thread
-            raised.append(e)
-
-    thread = threading.Thread(target=commit, daemon=True)
-    thread.start()
-    thread.join(10)
-    if thread.is_alive():
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))      # ends the blocked read
-        pytest.fail("the commit blocked on a FIFO at txn.json")
-    assert raised and isinstance(raised[0], UnsafeFileError), raised
-    assert f"{path} is a {'FIFO' if kind == 'fifo' else 'directory'}, not a regular file" in str(raised[0])
+    with pytest.raises(UnsafeFileError) as raised:
+        promptly(lambda: SinkCoordinator(opts).commit([], 4, ProducerIdentity(5, 1)), path,
+                 what="the commit over a FIFO at txn.json")
+    assert f"{path} is a {'FIFO' if kind == 'fifo' else 'directory'}, not a regular file" in str(raised.value)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import os
-import threading
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 from child_process import run_measured
+from fifo_guard import promptly
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +36,6 @@ from storage_core.server.config_repository import TOPIC_CONFIG_FILE, TOPIC_CONFI
 
 HUGE = 256 << 20                # a sparse file: no disk, but the size a whole read would allocate
 PEAK_LIMIT = 1 << 20            # what a bounded read may allocate, far below HUGE
-TIMEOUT = 10.0
 
 # reader name -> (file name in the directory, the read)
 READERS: dict[str, tuple[str, Callable[[Path], Any]]] = {
@@ -48,31 +47,6 @@ READERS: dict[str, tuple[str, Callable[[Path], Any]]] = {
     "topic-configs": (TOPIC_CONFIG_FILE, lambda d: ConfigRepository([d]).read_all()),
 }
 LINE_READERS = [name for name in READERS if name != "topic-configs"]
-
-
-def promptly(read: Callable[[], Any], fifo: Path | None = None) -> Any:
-    """``read()`` in a thread: its result, or its exception re-raised. Still running after
-    ``TIMEOUT`` (blocked on a FIFO): the FIFO is opened for writing and closed, which ends the
-    blocked read, and the test fails."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = read()
-        except BaseException as e:      # noqa: BLE001 - handed to the test thread
-            outcome["error"] = e
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT)
-    if thread.is_alive():
-        if fifo is not None:
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            thread.join(TIMEOUT)
-        pytest.fail(f"the read did not return within {TIMEOUT} s (blocked on {fifo})")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
 
 
 def peak_of(read: Callable[[], Any]) -> tuple[Any, int]:
