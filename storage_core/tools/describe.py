@@ -19,7 +19,7 @@ from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                           LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA_FILE,
                           RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile,
-                          parse_topic_partition_dir, topic_id_to_str)
+                          parse_topic_partition_dir, topic_id_from_str, topic_id_to_str)
 from ..config import LogConfig
 from ..errors import KafkaLogError
 from ..log import Log, LogSegment, filename_prefix
@@ -137,8 +137,8 @@ def _remote_segments(d: Path, info: dict[str, Any], rlmm: TopicBasedRemoteLogMet
     """The partition's remote segments (every state, by start offset) from the metadata topic."""
     if info.get("topic_id") is None or info.get("topic") is None:
         return
-    tip = TopicIdPartition(PartitionMetadataFile(d).read(),
-                           parse_topic_partition_dir(d.name))
+    # the topic id _describe_partition read from partition.metadata: not read a second time
+    tip = TopicIdPartition(topic_id_from_str(info["topic_id"]), parse_topic_partition_dir(d.name))
     try:
         mds = sorted(rlmm.list_remote_log_segments(tip), key=lambda m: (m.start_offset, m.event_timestamp_ms))
     except (OSError, KafkaLogError) as e:
